@@ -1,0 +1,139 @@
+"""Task protocol and registry.
+
+Why split plan from execute: the sweep runner must know every trial (and its deterministic id)
+before running any, so that it can skip finished trials, split the grid into shards, and batch
+the rest. A task therefore says *what* it would run (``plan``) separately from *how* it runs a
+batch of trials (``execute``); ``run_task`` glues the two for notebook use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from introspect.records import Record, trial_id
+
+if TYPE_CHECKING:
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from introspect.vectors import VectorBank
+
+
+class ConfigError(ValueError):
+    """Bad task or sweep configuration (reported as one line, exit 2, by the CLIs)."""
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Everything a task needs besides the model. Frozen so a run's config can be recorded."""
+
+    layers: tuple[int, ...] = ()
+    alphas: tuple[float, ...] = (8.0, 16.0, 32.0)
+    alpha_units: str = "unit"  # "unit": alpha x unit vector; "resid": alpha x layer's mean resid norm
+    n_concepts: int = 5
+    n_trials: int = 1
+    seed: int = 0
+    max_new_tokens: int = 40
+    batch_size: int = 16
+    variant: str | None = None  # task-specific prompt variant; None = the task's default set
+    words_file: str | None = None  # concepts/words.yaml by default
+    options: tuple[tuple[str, Any], ...] = ()  # task-specific extras, e.g. (("data", "path.csv"),)
+
+    def option(self, key: str, default: Any = None) -> Any:
+        return dict(self.options).get(key, default)
+
+    def with_options(self, **kw: Any) -> TaskConfig:
+        merged = dict(self.options)
+        merged.update(kw)
+        return replace(self, options=tuple(sorted(merged.items())))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["options"] = dict(self.options)
+        return d
+
+
+@dataclass(frozen=True)
+class Trial:
+    """The coordinates of one trial; its id is a hash of them plus model fingerprint and seed."""
+
+    task: str
+    condition: str
+    index: int = 0
+    layer: int | None = None
+    alpha: float = 0.0
+    word: str | None = None
+    variant: str = "default"
+    params: tuple[tuple[str, Any], ...] = ()  # task-specific (sentence index, decoy word, ...)
+
+    def param(self, key: str, default: Any = None) -> Any:
+        return dict(self.params).get(key, default)
+
+    def id(self, fingerprint: str, seed: int) -> str:
+        return trial_id(
+            fingerprint=fingerprint, seed=seed, task=self.task, condition=self.condition,
+            index=self.index, layer=self.layer, alpha=float(self.alpha), word=self.word,
+            variant=self.variant, params=dict(self.params),
+        )
+
+
+@dataclass
+class RunContext:
+    """What ``execute`` gets: the model, its identity, the config, and a shared vector bank."""
+
+    model: TransformerBridge
+    model_id: str
+    fingerprint: str
+    cfg: TaskConfig
+    vectors: VectorBank
+    run_id: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def record(self, trial: Trial, **kw: Any) -> Record:
+        """A Record pre-filled with the trial's coordinates and provenance."""
+        base = dict(
+            seed=self.cfg.seed, model_id=self.model_id, task=trial.task,
+            condition=trial.condition, layer_idx=trial.layer, alpha=float(trial.alpha),
+            alpha_units=self.cfg.alpha_units, word=trial.word, variant=trial.variant,
+            trial_index=trial.index, trial_id=trial.id(self.fingerprint, self.cfg.seed),
+            run_id=self.run_id,
+        )
+        base.update(kw)
+        return Record(**base)
+
+
+PlanFn = Callable[[RunContext], list[Trial]]
+ExecuteFn = Callable[[RunContext, Sequence[Trial]], Iterator[Record]]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    description: str
+    plan: PlanFn
+    execute: ExecuteFn
+    uses_injection: bool = True  # False for the self-knowledge benchmarks (no layer x alpha grid)
+
+
+TASKS: dict[str, TaskSpec] = {}
+
+
+def register(spec: TaskSpec) -> TaskSpec:
+    """Add a task to the registry by name (called once at the bottom of each task module)."""
+    TASKS[spec.name] = spec
+    return spec
+
+
+def get_task(name: str) -> TaskSpec:
+    from introspect import tasks as _  # noqa: F401  (importing the package registers every task)
+
+    if name not in TASKS:
+        raise ConfigError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[name]
+
+
+def run_task(ctx: RunContext, name: str) -> list[Record]:
+    """Plan and execute every trial of a task (no files, no resume): the notebook entry point."""
+    spec = get_task(name)
+    return list(spec.execute(ctx, spec.plan(ctx)))
