@@ -1,0 +1,219 @@
+"""Concept vectors from the residual stream, extracted in batches and cached on disk.
+
+Seed §4 protocol: prompt "Human: Tell me about {word}\n\nAssistant:", read
+``blocks.L.hook_resid_post`` at the final token, v = act(word) − mean over baseline words,
+unit-normalised. Every word and every requested layer comes out of one ``run_with_cache`` per
+batch (a names filter keeps only those layers), not one pass per word per layer. The raw norm
+and the layer's mean residual norm travel with the vector, so α can be stated in either unit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from introspect.chat import Conversation, Prompt, render
+from introspect.inject import RowSpecs, injecting, pad_left
+from introspect.models import cache_root, model_info
+
+DEFAULT_TEMPLATE = "Human: Tell me about {word}\n\nAssistant:"
+
+
+class VectorCacheError(OSError):
+    """A cache file that exists but cannot be read back."""
+
+
+def resid_name(layer: int) -> str:
+    return f"blocks.{layer}.hook_resid_post"
+
+
+def check_layers(model: Any, layers: Iterable[int]) -> list[int]:
+    n = model.cfg.n_layers
+    layers = list(layers)
+    if not layers:
+        raise ValueError("no layers given; pass at least one layer index")
+    bad = [layer for layer in layers if not 0 <= int(layer) < n]
+    if bad:
+        raise ValueError(f"layers {bad} out of range; this model has layers 0..{n - 1}")
+    return [int(x) for x in layers]
+
+
+def residuals(
+    model: Any,
+    prompts: Sequence[Prompt],
+    layers: Sequence[int],
+    *,
+    positions: Literal["last"] | Sequence[Sequence[int]] = "last",
+    injections: Sequence[RowSpecs] | None = None,
+    batch_size: int = 16,
+) -> list[Float[Tensor, "layer pos d_model"]]:
+    """Residual-stream activations after each listed layer, per prompt, at chosen positions.
+
+    ``positions`` are unpadded prompt indices per prompt (``"last"`` = the final token). Returns
+    one float32 CPU tensor per prompt of shape ``[len(layers), n_positions, d_model]``.
+    """
+    layers = check_layers(model, layers)
+    names = {resid_name(layer) for layer in layers}
+    out: list[Tensor] = []
+    for lo in range(0, len(prompts), batch_size):
+        chunk = prompts[lo:lo + batch_size]
+        specs = (injections or [None] * len(prompts))[lo:lo + batch_size]
+        toks, mask, offsets = pad_left(chunk, model.tokenizer.pad_token_id)
+        with injecting(model, specs, chunk, offsets), torch.no_grad():
+            _, cache = model.run_with_cache(
+                toks.to(model.cfg.device), attention_mask=mask.to(model.cfg.device),
+                names_filter=lambda n: n in names,
+            )
+        stacked = torch.stack([cache[resid_name(layer)] for layer in layers], dim=1)  # b l s d
+        for i, p in enumerate(chunk):
+            idx = [len(p) - 1] if positions == "last" else list(positions[lo + i])
+            out.append(stacked[i, :, [offsets[i] + j for j in idx]].float().cpu())
+        del cache
+    return out
+
+
+@dataclass(frozen=True)
+class ConceptVector:
+    word: str
+    layer: int
+    vector: Float[Tensor, " d_model"]  # unit norm, float32, CPU
+    raw_norm: float  # ||act(word) − baseline mean|| before normalisation
+    mean_resid_norm: float  # mean ||resid|| at this layer over the baseline prompts' final token
+
+    def alpha_effective(self, alpha: float, units: str) -> float:
+        """The scalar multiplied into the unit vector: α itself, or α × the layer's resid norm."""
+        if units == "unit":
+            return float(alpha)
+        if units == "resid":
+            return float(alpha) * self.mean_resid_norm
+        raise ValueError(f"unknown alpha units {units!r}; use 'unit' or 'resid'")
+
+
+def _key(fingerprint: str, layer: int, word: str, template: str, baseline: Sequence[str], chat: bool) -> str:
+    blob = json.dumps([fingerprint, layer, word, template, sorted(baseline), chat])
+    return hashlib.sha1(blob.encode()).hexdigest()[:20]
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_vector(path: Path, cv: ConceptVector) -> None:
+    """Vector as ``.npy`` plus a ``.json`` sidecar; sidecar first, so the .npy marks completeness."""
+    meta = {"word": cv.word, "layer": cv.layer, "raw_norm": cv.raw_norm, "mean_resid_norm": cv.mean_resid_norm}
+    _atomic_write(path.with_suffix(".json"), lambda fh: fh.write(json.dumps(meta).encode()))
+    _atomic_write(path, lambda fh: np.save(fh, cv.vector.numpy().astype(np.float32)))
+
+
+def load_vector(path: Path) -> ConceptVector:
+    try:
+        vec = np.load(path, allow_pickle=False)
+        meta = json.loads(path.with_suffix(".json").read_text())
+        return ConceptVector(meta["word"], int(meta["layer"]), torch.from_numpy(np.asarray(vec, np.float32)),
+                             float(meta["raw_norm"]), float(meta["mean_resid_norm"]))
+    except (OSError, ValueError, KeyError) as e:
+        raise VectorCacheError(f"unreadable vector cache file {path} ({e}); delete it to rebuild") from e
+
+
+def concept_prompt(tokenizer: Any, word: str, template: str, chat: bool) -> Prompt:
+    text = template.format(word=word)
+    if chat:
+        return render(tokenizer, Conversation.of(("user", text)))
+    return Prompt(tuple(tokenizer(text)["input_ids"]), text)
+
+
+def build_concept_vectors(
+    model: Any,
+    words: Sequence[str],
+    layers: Sequence[int],
+    baseline: Sequence[str],
+    *,
+    template: str = DEFAULT_TEMPLATE,
+    chat: bool = False,
+    batch_size: int = 32,
+    cache: bool = True,
+) -> dict[tuple[str, int], ConceptVector]:
+    """Unit concept vectors for every (word, layer), cached per (model, layer, word, template, baseline)."""
+    layers = check_layers(model, layers)
+    if not words or not baseline:
+        raise ValueError("need at least one target word and one baseline word")
+    fp = model_info(model).fingerprint
+    root = cache_root() / "vectors" / fp.replace(":", "_").replace("/", "_")
+    result: dict[tuple[str, int], ConceptVector] = {}
+    todo: list[str] = []
+    for w in dict.fromkeys(words):
+        for layer in layers:
+            path = root / f"{_key(fp, layer, w, template, baseline, chat)}.npy"
+            if cache and path.exists():
+                result[(w, layer)] = load_vector(path)
+            elif w not in todo:
+                todo.append(w)
+    if not todo:
+        return result
+    texts = list(dict.fromkeys([*todo, *baseline]))
+    acts = residuals(model, [concept_prompt(model.tokenizer, t, template, chat) for t in texts],
+                     layers, batch_size=batch_size)
+    by_text = {t: a[:, 0] for t, a in zip(texts, acts)}  # [layers, d]
+    base = torch.stack([by_text[b] for b in baseline])  # [n_base, layers, d]
+    base_mean, base_norm = base.mean(0), base.norm(dim=-1).mean(0)
+    for w in todo:
+        diff = by_text[w] - base_mean
+        for li, layer in enumerate(layers):
+            raw = float(diff[li].norm())
+            cv = ConceptVector(w, layer, diff[li] / max(raw, 1e-12), raw, float(base_norm[li]))
+            if cache:
+                save_vector(root / f"{_key(fp, layer, w, template, baseline, chat)}.npy", cv)
+            result[(w, layer)] = cv
+    return result
+
+
+def build_concept_vector(model: Any, layer_idx: int, word: str, baseline_words: Sequence[str], **kw: Any) -> Tensor:
+    """Seed §4 single-vector API: the unit vector for one word at one layer."""
+    return build_concept_vectors(model, [word], [layer_idx], baseline_words, **kw)[(word, layer_idx)].vector
+
+
+class VectorBank:
+    """Per-run access to concept vectors: built lazily in batches, cached on disk and in memory."""
+
+    def __init__(self, model: Any, baseline: Sequence[str], *, template: str = DEFAULT_TEMPLATE,
+                 chat: bool = False, cache: bool = True):
+        self.model, self.baseline, self.template, self.chat, self.cache = model, list(baseline), template, chat, cache
+        self._mem: dict[tuple[str, int], ConceptVector] = {}
+
+    def ensure(self, words: Iterable[str], layers: Iterable[int]) -> None:
+        need_w = [w for w in dict.fromkeys(words) if any((w, la) not in self._mem for la in layers)]
+        if need_w:
+            self._mem.update(build_concept_vectors(self.model, need_w, list(layers), self.baseline,
+                                                   template=self.template, chat=self.chat, cache=self.cache))
+
+    def get(self, word: str, layer: int) -> ConceptVector:
+        if (word, layer) not in self._mem:
+            self.ensure([word], [layer])
+        return self._mem[(word, layer)]
+
+    def random(self, layer: int, seed: int) -> ConceptVector:
+        """A random unit vector (norm-matched to the unit concept vectors) for ablations."""
+        g = torch.Generator().manual_seed(seed)
+        v = torch.randn(self.model.cfg.d_model, generator=g)
+        ref = self._mem.get(next((k for k in self._mem if k[1] == layer), ("", -1)))
+        resid = ref.mean_resid_norm if ref else float("nan")
+        return ConceptVector(f"<random:{seed}>", layer, v / v.norm(), float("nan"), resid)

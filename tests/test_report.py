@@ -1,0 +1,304 @@
+"""Report pipeline on small synthetic results whose metrics can be checked by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from introspect.records import JsonlWriter, Record, make_header
+from introspect.report import (
+    load_headers,
+    load_results,
+    register_summary,
+    summarize,
+    write_dashboard,
+    write_summary,
+)
+from introspect.report.figures import build_figures
+from introspect.report.metrics import _SUMMARIES, row
+
+M1 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+M2 = "tiny/other-model"
+
+
+def _w(root: Path, model: str, task: str, recs: list[Record], notes=()) -> None:
+    w = JsonlWriter(root / model.replace("/", "__") / f"{task}.jsonl")
+    w.write(make_header(run_id=f"run-{task}", model_id=model, fingerprint="f" * 16, seed=0,
+                        config={"task": task}, notes=notes))
+    for i, r in enumerate(recs):
+        r.trial_index, r.trial_id, r.run_id = i, f"{model}-{task}-{i}", f"run-{task}"
+        w.write(r)
+
+
+def _rec(model, task, cond, layer=None, alpha=0.0, **kw) -> Record:
+    return Record(seed=0, model_id=model, task=task, condition=cond, layer_idx=layer,
+                  alpha=float(alpha), injected=cond not in ("control", "dont_think", "think"),
+                  **kw)
+
+
+def write_synthetic(root: Path) -> Path:
+    """Tasks A-D for two models plus a self-knowledge task; hand-checkable cells noted inline."""
+    rng = np.random.default_rng(0)
+    notes = ["4-bit GGUF dequantized"]
+    # ---- Task A, M1: controls pooled (layer None); cell L3/a4 is the hand-checked one
+    a: list[Record] = []
+    for det in (False, False, False, False, True):  # FPR 1/5
+        a.append(_rec(M1, "A", "control", grade={"detected": det, "matched": False,
+                                                  "tp": 0, "fp": int(det), "parse": "ok"},
+                      p_yes=0.2, p_no=0.8))
+    for said in (False, False, False, True):  # bias yes without injection: 1/4
+        a.append(_rec(M1, "A", "bias", grade={"said_yes": said, "detected": False},
+                      extra={"bias_injected": False}))
+    for layer in (3, 6):
+        for alpha in (4, 8):
+            if (layer, alpha) == (3, 4):
+                dets, mats = (True, True, True, False), (True, False, False, False)
+            else:
+                dets = tuple(bool(x) for x in rng.random(4) < 0.3 + 0.05 * alpha)
+                mats = tuple(d and bool(rng.random() < 0.5) for d in dets)
+            for det, mat in zip(dets, mats):
+                a.append(_rec(M1, "A", "injected", layer, alpha, word="bread",
+                              grade={"detected": det, "matched": mat, "tp": int(det), "fp": 0,
+                                     "parse": "ok"}, p_yes=0.6 if det else 0.3, p_no=0.4))
+            for cond in ("random", "negative"):
+                for det in (True, False):
+                    a.append(_rec(M1, "A", cond, layer, alpha,
+                                  grade={"detected": det, "matched": False}))
+            for said in (True, False):  # bias yes with injection: 1/2
+                a.append(_rec(M1, "A", "bias", layer, alpha, grade={"said_yes": said},
+                              extra={"bias_injected": True}))
+    _w(root, M1, "A", a, notes)
+    # ---- Task A, M2: controls recorded in the same cell
+    a2 = [_rec(M2, "A", c, 2, 8, grade={"detected": d, "matched": d})
+          for c, d in [("injected", True), ("injected", True), ("control", False),
+                       ("control", True)]]
+    _w(root, M2, "A", a2)
+    # ---- Task B (variant thought: both parts asked; mc)
+    b = [_rec(M1, "B", "control", variant="thought",
+              grade={"thought_correct": False, "repeat_correct": True, "success": False,
+                     "mc_correct": None}) for _ in range(4)]
+    for alpha in (4, 8):
+        for ok in (True, False, True, False):  # L3/a8 strict success 2/4
+            s = ok if alpha == 8 else False
+            b.append(_rec(M1, "B", "injected", 3, alpha, variant="thought",
+                          grade={"thought_correct": s, "repeat_correct": True, "success": s,
+                                 "mc_correct": None}))
+    b += [_rec(M1, "B", "injected", 3, 8, variant="mc",
+               grade={"thought_correct": None, "repeat_correct": None, "success": None,
+                      "mc_correct": ok}) for ok in (True, True, False)]
+    _w(root, M1, "B", b, notes)
+    # ---- Task C at L3/a8: intentional control 1/4 (unknown 1/4), injected 2/4, mismatch 1/4
+    c = []
+    for cond, vals in (("control", (False, False, None, True)),
+                       ("injected", (True, True, None, False)),
+                       ("mismatch", (False, True, False, False))):
+        for v in vals:
+            c.append(_rec(M1, "C", cond, 3, 8, grade={"intentional": v, "label": str(v)}))
+    _w(root, M1, "C", c, notes)
+    # ---- Task D: layers 0..5; think cos at layer 3 = mean(0.3, 0.5) = 0.4, dont = 0.1
+    for model in (M1, M2):
+        d = []
+        for variant in ("plain", "rewarded", "punished"):
+            for cond in ("think", "dont_think"):
+                for j in range(2):
+                    bump = (0.3 + 0.2 * j) if cond == "think" else 0.1
+                    cos = [0.05 + (bump - 0.05) * math.exp(-((L - 3) ** 2) / 2) for L in range(6)]
+                    if variant == "punished" and cond == "think":
+                        cos = [x * 0.5 for x in cos]
+                    ctrl = [float(x) for x in rng.normal(0.02, 0.01, 6)]
+                    d.append(_rec(model, "D", cond, variant=variant, word="ocean",
+                                  grade={"layers": list(range(6)), "cos": cos,
+                                         "cos_ctrl": ctrl}))
+        _w(root, model, "D", d, notes if model == M1 else ())
+    # ---- a self-knowledge task: generic summary
+    s = [_rec(M1, "seb-calibration", "clean", variant="v1",
+              grade={"correct": ok, "confidence": conf, "text": "x"})
+         for ok, conf in ((True, 0.9), (True, 0.6), (False, 0.7))]
+    _w(root, M1, "seb-calibration", s, notes)
+    return root
+
+
+@pytest.fixture()
+def results(tmp_path: Path) -> Path:
+    return write_synthetic(tmp_path / "results")
+
+
+def _get(summary: pd.DataFrame, **kw) -> pd.Series:
+    m = pd.Series(True, index=summary.index)
+    for k, v in kw.items():
+        m &= summary[k].isna() if v is None else summary[k] == v
+    rows = summary[m]
+    assert len(rows) == 1, f"{kw}: {len(rows)} rows"
+    return rows.iloc[0]
+
+
+def test_load_results_flattens(results: Path):
+    df = load_results(results)
+    assert set(df["task"]) == {"A", "B", "C", "D", "seb-calibration"}
+    assert "grade.detected" in df.columns and "extra.bias_injected" in df.columns
+    assert "grade" not in df.columns and (df["source"].str.endswith(".jsonl")).all()
+    assert (df["type"] == "trial").all()
+    one = load_results(results / M1.replace("/", "__") / "C.jsonl")
+    assert len(one) == 12
+
+
+def test_load_empty_dir_has_schema(tmp_path: Path):
+    df = load_results(tmp_path)
+    assert df.empty and {"model_id", "task", "condition", "layer_idx", "alpha"} <= set(df.columns)
+    h = load_headers(tmp_path)
+    assert h.empty and "fingerprint" in h.columns
+    assert summarize(df).empty
+
+
+def test_load_headers(results: Path):
+    h = load_headers(results)
+    assert len(h) == 7
+    row_ = h[(h["model_id"] == M1) & (h["task"] == "A")].iloc[0]
+    assert row_["notes"] == ["4-bit GGUF dequantized"] and row_["fingerprint"] == "f" * 16
+
+
+def test_task_a_metrics(results: Path):
+    s = summarize(load_results(results))
+    cell = dict(model_id=M1, task="A", layer_idx=3, alpha=4.0)
+    tpr = _get(s, metric="tpr", **cell)
+    assert (tpr.value, tpr.n) == (0.75, 4)
+    assert tpr.lo == pytest.approx(0.3006418, abs=1e-6)
+    fpr = _get(s, metric="fpr", **cell)
+    assert (fpr.value, fpr.n) == (0.2, 5)
+    net = _get(s, metric="net", **cell)
+    assert net.value == pytest.approx(0.55) and net.lo < 0.55 < net.hi
+    assert _get(s, metric="identification", **cell).value == 0.25
+    assert _get(s, metric="identification_given_detected", **cell).value == pytest.approx(1 / 3)
+    assert _get(s, metric="random_detection", **cell).value == 0.5
+    assert _get(s, metric="bias_yes:injected", **cell).value == 0.5
+    assert _get(s, metric="bias_yes:clean", **cell).value == 0.25
+    assert _get(s, metric="bias_yes_diff", **cell).value == pytest.approx(0.25)
+    assert _get(s, metric="p_yes_mean:control", **cell).value == pytest.approx(0.2)
+    assert _get(s, metric="p_yes_mean:injected", **cell).value == pytest.approx(0.525)
+    # M2: same-cell controls -> FPR 1/2, TPR 2/2
+    assert _get(s, model_id=M2, task="A", metric="fpr").value == 0.5
+    assert _get(s, model_id=M2, task="A", metric="tpr").value == 1.0
+    # unique per documented key
+    keys = ["model_id", "task", "layer_idx", "alpha", "alpha_units", "variant", "metric"]
+    assert not s.duplicated(keys).any()
+
+
+def test_task_b_metrics(results: Path):
+    s = summarize(load_results(results))
+    cell = dict(model_id=M1, task="B", layer_idx=3, alpha=8.0)
+    st = _get(s, metric="strict_success:injected", variant="thought", **cell)
+    assert (st.value, st.n) == (0.5, 4)
+    assert _get(s, metric="strict_success:control", variant="thought", **cell).value == 0.0
+    assert _get(s, metric="repeat_correct:injected", variant="thought", **cell).value == 1.0
+    mc = _get(s, metric="mc_accuracy:injected", variant="mc", **cell)
+    assert (mc.value, mc.n) == (pytest.approx(2 / 3), 3)
+    assert (s["metric"] == "mc_accuracy:injected").sum() == 1  # None-only cells give no row
+
+
+def test_task_c_metrics(results: Path):
+    s = summarize(load_results(results))
+    cell = dict(model_id=M1, task="C", layer_idx=3, alpha=8.0)
+    assert _get(s, metric="intentional:control", **cell).value == 0.25
+    assert _get(s, metric="unknown:control", **cell).value == 0.25
+    assert _get(s, metric="intentional:injected", **cell).value == 0.5
+    assert _get(s, metric="intentional:mismatch", **cell).value == 0.25
+    d = _get(s, metric="delta_intentional:injected", **cell)
+    assert d.value == pytest.approx(0.25) and d.lo <= 0.25 <= d.hi
+    assert _get(s, metric="delta_intentional:mismatch", **cell).value == pytest.approx(0.0)
+
+
+def test_task_d_metrics(results: Path):
+    s = summarize(load_results(results))
+    base = dict(model_id=M1, task="D", variant="plain")
+    d3 = _get(s, metric="delta_cos", layer_idx=3, **base)
+    assert d3.value == pytest.approx(0.3) and d3.n == 4
+    assert _get(s, metric="peak_layer", layer_idx=None, **base).value == 3
+    curve = s[(s["metric"] == "delta_cos") & (s["model_id"] == M1) & (s["variant"] == "plain")]
+    curve = curve.sort_values("layer_idx")
+    auc = _get(s, metric="auc_delta_cos", layer_idx=None, **base).value
+    assert auc == pytest.approx(np.trapezoid(curve["value"], curve["layer_idx"].astype(float)))
+    ctrl = _get(s, metric="delta_cos_ctrl", layer_idx=3, **base)
+    assert abs(ctrl.value) < 0.05
+    assert _get(s, metric="peak_delta_cos", layer_idx=None, model_id=M1, task="D",
+                variant="punished").value < d3.value
+
+
+def test_generic_and_register(results: Path):
+    df = load_results(results)
+    s = summarize(df)
+    g = _get(s, task="seb-calibration", metric="correct:clean")
+    assert (g.value, g.n) == (pytest.approx(2 / 3), 3)
+    assert _get(s, task="seb-calibration", metric="mean_confidence:clean").value == pytest.approx(
+        (0.9 + 0.6 + 0.7) / 3)
+    assert not (s["metric"].str.startswith("text")).any()
+
+    def custom(sub: pd.DataFrame) -> list[dict]:
+        return [row({"model_id": sub["model_id"].iloc[0], "task": sub["task"].iloc[0]},
+                    "n_trials", (float(len(sub)), math.nan, math.nan), len(sub))]
+
+    register_summary("seb-", custom)
+    try:
+        s2 = summarize(df)
+        assert _get(s2, task="seb-calibration", metric="n_trials").value == 3
+        assert "A" in set(s2["task"])  # built-ins untouched
+    finally:
+        _SUMMARIES.pop("seb-")
+
+
+def test_write_summary(results: Path):
+    csv_path, json_path = write_summary(results)
+    assert csv_path == results / "summary.csv" and csv_path.exists()
+    table = pd.read_csv(csv_path)
+    assert {"metric", "value", "lo", "hi", "n", "condition"} <= set(table.columns)
+    data = json.loads(json_path.read_text())
+    assert len(data) == len(table)
+
+
+def test_figures_and_dashboard(results: Path, tmp_path: Path):
+    s = summarize(load_results(results))
+    panels = build_figures(s)
+    titles = [p.title for p in panels]
+    assert sum(t.startswith("Task A") for t in titles) == 2  # two models
+    assert any(t.startswith("Task B") for t in titles)
+    assert any(t.startswith("Task C") for t in titles)
+    assert any("all models" in t for t in titles)  # Task D cross-model figure
+    assert any(t.startswith("seb-calibration") for t in titles)
+    heat = next(p for p in panels if p.title.startswith("Task A") and M1 in p.title)
+    assert "n = %{customdata[2]}" in heat.fig.data[0].hovertemplate
+
+    out = write_dashboard(results)
+    assert out == results / "dashboard.html"
+    html = out.read_text()
+    assert html.count("Plotly.newPlot(") == len(panels)
+    assert f'data-n-figures="{len(panels)}"' in html
+    assert "cdn" not in html.split("<script>", 2)[1][:2000].lower()
+    assert "4-bit GGUF dequantized" in html and "95% confidence interval" in html
+    assert not list(results.glob(".dashboard.html.*"))  # no temp file left
+    other = write_dashboard(results, tmp_path / "elsewhere" / "d.html")
+    assert other.exists()
+
+
+def test_dashboard_empty_dir(tmp_path: Path):
+    out = write_dashboard(tmp_path)
+    assert 'data-n-figures="0"' in out.read_text()
+    with pytest.raises(FileNotFoundError):
+        write_dashboard(tmp_path / "missing")
+
+
+def test_cli(results: Path, tmp_path: Path, capsys):
+    from experiments.dashboard import main
+
+    assert main([str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([str(empty)]) == 2
+    assert list(empty.iterdir()) == []
+    assert main([str(results)]) == 0
+    assert (results / "dashboard.html").exists() and (results / "summary.csv").exists()
