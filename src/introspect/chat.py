@@ -20,9 +20,9 @@ PLAIN_ROLES = {"system": "System", "user": "Human", "assistant": "Assistant"}
 class Conversation:
     """What a prompt builder returns: turns, an optional prefilled assistant turn, and marks.
 
-    ``marks`` maps a name to a substring of the *last* user turn or of the prefill whose token
-    span the task needs (e.g. ``{"sentence": "The cat sat."}``); its first occurrence in the
-    rendered text at or after the start of that turn is used.
+    ``marks`` maps a name to a substring whose token span the task needs (e.g.
+    ``{"sentence": "The cat sat."}``); its *last* occurrence in the rendered text is used, so a
+    sentence quoted in the user turn and written again in the prefill marks the prefill.
     """
 
     messages: tuple[Mapping[str, str], ...]
@@ -85,12 +85,9 @@ def render(tokenizer: Any, conv: Conversation, *, chat: bool | None = None) -> P
     ids = enc["input_ids"]
     offsets = enc["offset_mapping"]
     spans: dict[str, tuple[int, int]] = {}
-    last_user = text.rfind(conv.messages[-1]["content"]) if conv.messages else 0
     for name, sub in conv.marks.items():
-        at = text.find(sub, max(last_user, 0))
+        at = text.rfind(sub) if sub else -1
         if at < 0:
-            at = text.find(sub)
-        if at < 0 or not sub:
             raise ValueError(f"marked substring {name!r}={sub!r} does not occur in the prompt")
         spans[name] = char_span_to_tokens(offsets, at, at + len(sub))
     return Prompt(tuple(int(i) for i in ids), text, spans)

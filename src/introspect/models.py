@@ -142,8 +142,8 @@ def convert_gguf(entry: ModelEntry) -> Path:
 
 
 def weights_fingerprint(hf_model: torch.nn.Module) -> str:
-    """Hash of every parameter's bytes (exact identity for the small models tests and CPUs run)."""
-    h = hashlib.sha256()
+    """Hash of the architecture and every parameter's bytes (for models small enough to hash)."""
+    h = hashlib.sha256(str(getattr(hf_model.config, "model_type", "")).encode())
     for name, p in sorted(hf_model.state_dict().items()):
         h.update(name.encode())
         h.update(p.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())

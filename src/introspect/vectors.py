@@ -34,6 +34,12 @@ class VectorCacheError(OSError):
     """A cache file that exists but cannot be read back."""
 
 
+def vectors_root() -> Path:
+    """Vector cache folder (``INTROSPECT_CACHE_VECTORS`` overrides; default under the model cache)."""
+    env = os.environ.get("INTROSPECT_CACHE_VECTORS")
+    return Path(env) if env else cache_root() / "vectors"
+
+
 def resid_name(layer: int) -> str:
     return f"blocks.{layer}.hook_resid_post"
 
@@ -157,7 +163,7 @@ def build_concept_vectors(
     if not words or not baseline:
         raise ValueError("need at least one target word and one baseline word")
     fp = model_info(model).fingerprint
-    root = cache_root() / "vectors" / fp.replace(":", "_").replace("/", "_")
+    root = vectors_root() / fp.replace(":", "_").replace("/", "_")
     result: dict[tuple[str, int], ConceptVector] = {}
     todo: list[str] = []
     for w in dict.fromkeys(words):

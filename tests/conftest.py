@@ -1,0 +1,107 @@
+"""Shared fixtures: tiny random-init models of several families, saved to disk and loaded the
+same way users load real ones (``load_model(path)``), plus the real embedded default (slow)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from introspect.models import load_model
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+FAMILIES = {
+    "llama": ("LlamaConfig", dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)),
+    "mistral": ("MistralConfig", dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)),
+    "qwen2": ("Qwen2Config", dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)),
+    "gpt2": ("GPT2Config", dict(n_embd=64, n_layer=4, n_head=4, n_positions=512)),
+    "gpt-neox": ("GPTNeoXConfig", dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                                       num_attention_heads=4, max_position_embeddings=512)),
+    "falcon": ("FalconConfig", dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+                                    new_decoder_architecture=False, multi_query=True, alibi=False)),
+}
+
+
+def _train_tokenizer(path: Path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus = []
+    concepts = Path(__file__).resolve().parents[1] / "concepts"
+    for f in concepts.glob("*.yaml"):
+        corpus += f.read_text().splitlines()
+    corpus += ["Human: Tell me about it. Assistant: Ok. INJECTION: NO_INJECTION THOUGHT: REPEAT: CHOICE: 1 2 3"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    special = ["<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>"]
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=special,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<|im_end|>",
+                                   bos_token="<|endoftext|>", pad_token="<pad>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(path)  # the bridge needs a tokenizer that came from disk
+    return fast
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """A factory: family name -> directory holding a tiny random model and the test tokenizer."""
+    import transformers
+
+    root = tmp_path_factory.mktemp("tiny")
+    tok_dir = root / "tokenizer"
+    tok = _train_tokenizer(tok_dir)
+    made: dict[str, Path] = {}
+
+    def make(family: str) -> Path:
+        if family not in made:
+            cls_name, kw = FAMILIES[family]
+            cfg = getattr(transformers, cls_name)(vocab_size=len(tok), bos_token_id=tok.bos_token_id,
+                                                  eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **kw)
+            torch.manual_seed(0)
+            model = transformers.AutoModelForCausalLM.from_config(cfg)
+            out = root / family
+            model.save_pretrained(out)
+            tok.save_pretrained(out)
+            made[family] = out
+        return made[family]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_dir):
+    """A factory: family name -> loaded TransformerBridge (cached per session)."""
+    loaded = {}
+
+    def get(family: str = "llama"):
+        if family not in loaded:
+            loaded[family] = load_model(str(tiny_dir(family)))
+        return loaded[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def default_model():
+    """The real embedded default (SmolLM2-135M-Instruct, 4-bit GGUF dequantized)."""
+    if os.environ.get("INTROSPECT_SKIP_SLOW"):
+        pytest.skip("INTROSPECT_SKIP_SLOW is set")
+    return load_model("smollm2-135m-instruct")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    """Vector caches go to a per-test dir unless a test opts into the shared one."""
+    monkeypatch.setenv("INTROSPECT_CACHE_VECTORS", str(tmp_path / "vectors"))
