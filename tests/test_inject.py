@@ -4,7 +4,15 @@ import pytest
 import torch
 
 from introspect.chat import Conversation, Prompt, render
-from introspect.inject import From, InjectionError, InjectionSpec, generate, injecting, next_token_logprobs, pad_left
+from introspect.inject import (
+    From,
+    InjectionError,
+    InjectionSpec,
+    generate,
+    injecting,
+    next_token_logprobs,
+    pad_left,
+)
 
 FAMILIES = ["llama", "qwen2", "gpt2", "gpt-neox", "mistral", "falcon"]
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +56,7 @@ def write_synthetic(root: Path) -> Path:
                       p_yes=0.2, p_no=0.8))
     for said in (False, False, False, True):  # bias yes without injection: 1/4
         a.append(_rec(M1, "A", "bias", grade={"said_yes": said, "detected": False},
-                      extra={"bias_injected": False}))
+                      extra={"bias_injected": False}, variant="bias"))
     for layer in (3, 6):
         for alpha in (4, 8):
             if (layer, alpha) == (3, 4):
@@ -71,7 +74,7 @@ def write_synthetic(root: Path) -> Path:
                                   grade={"detected": det, "matched": False}))
             for said in (True, False):  # bias yes with injection: 1/2
                 a.append(_rec(M1, "A", "bias", layer, alpha, grade={"said_yes": said},
-                              extra={"bias_injected": True}))
+                              extra={"bias_injected": True}, variant="bias"))
     _w(root, M1, "A", a, notes)
     # ---- Task A, M2: controls recorded in the same cell
     a2 = [_rec(M2, "A", c, 2, 8, grade={"detected": d, "matched": d})
@@ -108,8 +111,10 @@ def write_synthetic(root: Path) -> Path:
                 for j in range(2):
                     bump = (0.3 + 0.2 * j) if cond == "think" else 0.1
                     cos = [0.05 + (bump - 0.05) * math.exp(-((L - 3) ** 2) / 2) for L in range(6)]
-                    if variant == "punished" and cond == "think":
-                        cos = [x * 0.5 for x in cos]
+                    scale = {"plain": 1.0, "rewarded": 1.3, "punished": 0.5}[variant]
+                    scale *= 1.0 if model == M1 else 0.6
+                    if cond == "think":
+                        cos = [x * scale for x in cos]
                     ctrl = [float(x) for x in rng.normal(0.02, 0.01, 6)]
                     d.append(_rec(model, "D", cond, variant=variant, word="ocean",
                                   grade={"layers": list(range(6)), "cos": cos,
@@ -175,7 +180,9 @@ def test_task_a_metrics(results: Path):
     assert _get(s, metric="identification", **cell).value == 0.25
     assert _get(s, metric="identification_given_detected", **cell).value == pytest.approx(1 / 3)
     assert _get(s, metric="random_detection", **cell).value == 0.5
-    assert _get(s, metric="bias_yes:injected", **cell).value == 0.5
+    assert _get(s, metric="tpr", variant="default", **cell).n == 4
+    assert not ((s["variant"] == "bias") & (s["metric"] == "tpr")).any()
+    assert _get(s, metric="bias_yes:injected", variant="bias", **cell).value == 0.5
     assert _get(s, metric="bias_yes:clean", **cell).value == 0.25
     assert _get(s, metric="bias_yes_diff", **cell).value == pytest.approx(0.25)
     assert _get(s, metric="p_yes_mean:control", **cell).value == pytest.approx(0.2)
@@ -290,15 +297,31 @@ def test_dashboard_empty_dir(tmp_path: Path):
         write_dashboard(tmp_path / "missing")
 
 
-def test_cli(results: Path, tmp_path: Path, capsys):
-    from experiments.dashboard import main
+ROOT = Path(__file__).resolve().parents[1]
 
-    assert main([str(tmp_path / "nope")]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error:") and err.count("\n") == 1
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return subprocess.run([sys.executable, "-m", "experiments.dashboard", *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_cli(results: Path, tmp_path: Path, capsys):
+    bad = _cli(str(tmp_path / "nope"))
+    assert bad.returncode == 2 and bad.stderr.startswith("error:")
+    assert bad.stderr.count("\n") == 1
     empty = tmp_path / "empty"
     empty.mkdir()
+    (empty / "notes.txt").write_text("not results")
+    sys.path.insert(0, str(ROOT))
+    from experiments.dashboard import main
+
     assert main([str(empty)]) == 2
-    assert list(empty.iterdir()) == []
-    assert main([str(results)]) == 0
-    assert (results / "dashboard.html").exists() and (results / "summary.csv").exists()
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1
+    assert [p.name for p in empty.iterdir()] == ["notes.txt"]  # nothing written
+    ok = _cli(str(results), "--out", str(tmp_path / "out" / "dash.html"))
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "out" / "dash.html").exists() and (results / "summary.csv").exists()

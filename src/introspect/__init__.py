@@ -1,0 +1,53 @@
+"""introspect: measure whether open-weight LLMs can introspect, on TransformerLens models.
+
+Data flows load → vectors → inject → prompts → tasks → grading → records → report.
+"""
+
+from introspect.chat import Conversation, Prompt, render
+from introspect.inject import (
+    From,
+    Generation,
+    InjectionSpec,
+    generate,
+    inject_once,
+    injecting,
+    next_token_logprobs,
+)
+from introspect.models import DEFAULT_MODEL, load_model, model_info
+from introspect.tasks.base import RunContext, TaskConfig, get_task, run_task
+from introspect.vectors import (
+    ConceptVector,
+    VectorBank,
+    build_concept_vector,
+    build_concept_vectors,
+    residuals,
+)
+
+__all__ = [
+    "DEFAULT_MODEL", "ConceptVector", "Conversation", "From", "Generation", "InjectionSpec", "Prompt",
+    "RunContext", "TaskConfig", "VectorBank", "build_concept_vector", "build_concept_vectors", "context",
+    "generate", "get_task", "inject_once", "injecting", "load_model", "model_info", "next_token_logprobs",
+    "render", "residuals", "run_task", "run_task_a", "run_task_b", "run_task_c", "run_task_d",
+]
+
+
+def context(model, cfg: TaskConfig | None = None, *, run_id: str = "notebook") -> RunContext:
+    """A RunContext for notebook use: the model, its identity, a config and a vector bank."""
+    from introspect.prompts import load_words
+
+    cfg = cfg or TaskConfig()
+    info = model_info(model)
+    bank = VectorBank(model, load_words(cfg.words_file).baseline)
+    return RunContext(model, info.name, info.fingerprint, cfg, bank, run_id, list(info.notes))
+
+
+def _runner(name: str):
+    def run(model, config: TaskConfig | None = None):
+        return run_task(context(model, config), name)
+
+    run.__doc__ = f"Run every trial of task {name} on a loaded model; returns a list of Records."
+    run.__name__ = f"run_task_{name.lower()}"
+    return run
+
+
+run_task_a, run_task_b, run_task_c, run_task_d = (_runner(n) for n in "ABCD")

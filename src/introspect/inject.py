@@ -124,7 +124,7 @@ class BatchInjector:
     def _plan(self, entries, prompts, offsets) -> dict[str, Tensor]:
         rows, deltas, masks, gen = [], [], [], []
         for row, spec in entries:
-            n, off = len(prompts[row]), offsets[row]
+            off = offsets[row]
             m = torch.zeros(self.width, dtype=torch.bool)
             pos = spec.token_positions
             if isinstance(pos, From):
@@ -137,7 +137,6 @@ class BatchInjector:
             deltas.append(float(spec.alpha) * spec.vector.detach().float().cpu())
             masks.append(m)
             gen.append(isinstance(pos, From) or pos in ("generated", "all"))
-            del n
         return {"rows": torch.tensor(rows), "delta": torch.stack(deltas),
                 "mask": torch.stack(masks), "gen": torch.tensor(gen)}
 

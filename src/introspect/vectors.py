@@ -216,10 +216,8 @@ class VectorBank:
             self.ensure([word], [layer])
         return self._mem[(word, layer)]
 
-    def random(self, layer: int, seed: int) -> ConceptVector:
-        """A random unit vector (norm-matched to the unit concept vectors) for ablations."""
+    def random_like(self, cv: ConceptVector, seed: int) -> ConceptVector:
+        """A random unit vector for ablations: norm-matched to ``cv`` (both unit), same layer."""
         g = torch.Generator().manual_seed(seed)
         v = torch.randn(self.model.cfg.d_model, generator=g)
-        ref = self._mem.get(next((k for k in self._mem if k[1] == layer), ("", -1)))
-        resid = ref.mean_resid_norm if ref else float("nan")
-        return ConceptVector(f"<random:{seed}>", layer, v / v.norm(), float("nan"), resid)
+        return ConceptVector(f"<random:{seed}>", cv.layer, v / v.norm(), float("nan"), cv.mean_resid_norm)

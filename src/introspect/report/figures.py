@@ -256,7 +256,7 @@ def _band(fig: go.Figure, x: list, lo: np.ndarray, hi: np.ndarray, color: str, n
     ok = ~(np.isnan(lo) | np.isnan(hi))
     xs = [v for v, keep in zip(x, ok) if keep]
     fig.add_trace(go.Scatter(x=xs + xs[::-1], y=list(hi[ok]) + list(lo[ok][::-1]), fill="toself",
-                             fillcolor=color, line=dict(width=0), hoverinfo="skip", name=name,
+                             mode="lines", fillcolor=color, line=dict(width=0), hoverinfo="skip", name=name,
                              legendgroup=group, showlegend=show))
 
 

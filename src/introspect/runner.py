@@ -1,0 +1,290 @@
+"""The grid engine behind ``experiments.run`` and ``experiments.sweep``.
+
+Why one engine: resume, sharding and batching must behave identically whether a grid is run
+from the CLI, a sweep, or a SLURM array. Every trial is planned first (ids are deterministic),
+finished ids are dropped (resume), the rest is filtered to this shard, concept vectors are built
+in one batched pass, and tasks run layer by layer so each call batches concepts × α. Records go
+to ``<out>/<model-slug>/<task>.jsonl`` one fsynced line at a time, so a killed run loses at most
+the trial in flight. All config checks happen before any file is created.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from introspect.models import model_info
+from introspect.records import JsonlWriter, done_trial_ids, make_header, read_records
+from introspect.tasks.base import ConfigError, RunContext, TaskConfig, TaskSpec, Trial, get_task
+
+ALPHA_UNITS = ("unit", "resid")
+
+
+# ---------------------------------------------------------------- small helpers
+def model_slug(name: str) -> str:
+    """Directory name for a model: a local path's last component, else the name with / → __."""
+    p = Path(name)
+    if name.startswith((".", "/", "~")) or p.is_dir():
+        return p.expanduser().resolve().name or "model"
+    return name.replace("/", "__")
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"k/N"`` → (k, N); None/"" → None. Raises ConfigError on anything else."""
+    if not text:
+        return None
+    try:
+        k_s, n_s = text.split("/")
+        shard = (int(k_s), int(n_s))
+    except ValueError:
+        raise ConfigError(f"--shard must look like k/N (e.g. 0/8), got {text!r}") from None
+    check_shard(shard)
+    return shard
+
+
+def check_shard(shard: tuple[int, int] | None) -> None:
+    if shard is None:
+        return
+    k, n = shard
+    if n < 1 or not 0 <= k < n:
+        raise ConfigError(f"bad shard {k}/{n}: need N >= 1 and 0 <= k < N")
+
+
+def in_shard(tid: str, shard: tuple[int, int] | None) -> bool:
+    """Trial ids are hex hashes, so ``id mod N`` splits any grid evenly and deterministically."""
+    return shard is None or int(tid, 16) % shard[1] == shard[0]
+
+
+def layers_grid(n_layers: int, n: int) -> tuple[int, ...]:
+    """``n`` evenly spaced layers strictly between the first and last (duplicates dropped)."""
+    if n < 1:
+        raise ConfigError(f"--layers-grid needs a positive count, got {n}")
+    if n_layers < 3:
+        raise ConfigError(f"model has only {n_layers} layers; no interior layers for --layers-grid")
+    pts = [round(i * (n_layers - 1) / (n + 1)) for i in range(1, n + 1)]
+    return tuple(dict.fromkeys(min(max(p, 1), n_layers - 2) for p in pts))
+
+
+def _check_writable(out_dir: Path) -> None:
+    """The nearest existing ancestor must be a writable directory (nothing is created here)."""
+    p = out_dir.expanduser().absolute()
+    while not p.exists():
+        if p.parent == p:
+            break
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"cannot create results dir {out_dir}: {p} is not a directory")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ConfigError(f"results dir {out_dir} is not writable ({p})")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"results dir {out_dir} exists and is not a directory")
+
+
+def validate(cfg: TaskConfig, tasks: Sequence[str], out_dir: Path | None = None, *,
+             shard: tuple[int, int] | None = None, n_layers: int | None = None,
+             need_layers: bool = True) -> list[TaskSpec]:
+    """Every check that needs no model (plus layer range if ``n_layers`` is given).
+
+    Called by the CLIs before loading a model (fail fast) and by ``run_grid`` again.
+    """
+    if not tasks:
+        raise ConfigError("no tasks given")
+    specs = [get_task(t) for t in dict.fromkeys(tasks)]
+    check_shard(shard)
+    injecting = any(s.uses_injection for s in specs)
+    if cfg.alpha_units not in ALPHA_UNITS:
+        raise ConfigError(f"alpha_units must be one of {ALPHA_UNITS}, got {cfg.alpha_units!r}")
+    bad = [a for a in cfg.alphas if not isinstance(a, (int, float)) or not math.isfinite(a)]
+    if bad:
+        raise ConfigError(f"alphas must be finite numbers, got {bad[0]!r}")
+    for key in ("n_trials", "n_concepts", "max_new_tokens", "batch_size"):
+        if int(getattr(cfg, key)) < 1:
+            raise ConfigError(f"{key} must be at least 1, got {getattr(cfg, key)}")
+    if injecting:
+        if need_layers and not cfg.layers:
+            raise ConfigError("empty layer list; pass --layers L ... or --layers-grid N")
+        if not cfg.alphas:
+            raise ConfigError("empty alpha list; pass --alphas A ...")
+        if n_layers is not None:
+            out = [la for la in cfg.layers if not 0 <= int(la) < n_layers]
+            if out:
+                raise ConfigError(f"layers {out} out of range; this model has layers 0..{n_layers - 1}")
+        from introspect.prompts import load_words
+
+        try:
+            n_targets = len(load_words(cfg.words_file).targets)
+        except ValueError as e:
+            raise ConfigError(f"words file: {e}") from e
+        if cfg.n_concepts > n_targets:
+            raise ConfigError(f"n_concepts={cfg.n_concepts} exceeds the {n_targets} target words "
+                              "in the words file")
+    if out_dir is not None:
+        _check_writable(Path(out_dir))
+    return specs
+
+
+def check_owner(model_dir: Path, fingerprint: str) -> None:
+    """Refuse a results dir whose files hold trials of a model with another fingerprint."""
+    if not model_dir.is_dir():
+        return
+    for path in sorted(model_dir.glob("*.jsonl")):
+        fps: dict[str, str] = {}
+        for rec in read_records(path):
+            if rec["type"] == "header":
+                fps[rec["run_id"]] = rec["fingerprint"]
+            elif fps.get(rec.get("run_id", "")) not in (None, fingerprint):
+                other = fps[rec["run_id"]]
+                raise ConfigError(f"results dir {model_dir} holds another model's trials "
+                                  f"(fingerprint {other} in {path.name}, this model is "
+                                  f"{fingerprint}); use a new --out")
+
+
+def make_context(model: Any, cfg: TaskConfig, run_id: str = "") -> RunContext:
+    """A RunContext with a vector bank built on the words file's baseline list."""
+    from introspect.prompts import load_words
+    from introspect.vectors import VectorBank
+
+    info = model_info(model)
+    bank = VectorBank(model, load_words(cfg.words_file).baseline)
+    return RunContext(model=model, model_id=info.name, fingerprint=info.fingerprint, cfg=cfg,
+                      vectors=bank, run_id=run_id, notes=list(info.notes))
+
+
+def _trial_words(t: Trial) -> list[str]:
+    """The concept words a trial may inject: its word plus any ``*word`` param (decoys, mismatches)."""
+    out = [t.word] if t.word else []
+    out += [v for k, v in t.params if k.endswith("word") and isinstance(v, str) and v]
+    return out
+
+
+# ---------------------------------------------------------------- the engine
+@dataclass
+class TaskCounts:
+    planned: int = 0
+    done_before: int = 0  # already in the file (resume)
+    other_shards: int = 0
+    run: int = 0
+    missing: int = 0  # requested but not yielded by the task (should stay 0)
+
+
+@dataclass
+class RunSummary:
+    model: str
+    fingerprint: str
+    out_dir: Path
+    run_id: str
+    files: dict[str, Path] = field(default_factory=dict)
+    counts: dict[str, TaskCounts] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def n_run(self) -> int:
+        return sum(c.run for c in self.counts.values())
+
+    @property
+    def trials_per_s(self) -> float:
+        return self.n_run / self.seconds if self.seconds > 0 else 0.0
+
+    def table(self) -> str:
+        head = f"{'task':<18}{'planned':>8}{'done':>7}{'shard-':>7}{'run':>6}{'missing':>8}"
+        lines = [head] + [f"{t:<18}{c.planned:>8}{c.done_before:>7}{c.other_shards:>7}{c.run:>6}"
+                          f"{c.missing:>8}" for t, c in self.counts.items()]
+        lines.append(f"{self.n_run} trials in {self.seconds:.1f}s ({self.trials_per_s:.2f} trials/s)")
+        return "\n".join(lines)
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="trial", dynamic_ncols=True, file=sys.stderr,
+                disable=not enabled or not sys.stderr.isatty())
+
+
+def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
+             shard: tuple[int, int] | None = None, resume: bool = True, progress: bool = True,
+             notes: Sequence[str] = ()) -> RunSummary:
+    """Run every planned, unfinished, in-shard trial of ``tasks`` on ``model`` into ``out_dir``."""
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    specs = validate(cfg, tasks, out_dir, shard=shard, n_layers=model.cfg.n_layers)
+    info = model_info(model)
+    run_id = uuid.uuid4().hex[:12]
+    ctx = make_context(model, cfg, run_id)
+    model_dir = out_dir / model_slug(info.name)
+    check_owner(model_dir, info.fingerprint)
+    summary = RunSummary(info.name, info.fingerprint, model_dir, run_id)
+
+    # Plan everything first: the ids decide resume and shard membership.
+    todo: dict[str, list[tuple[Trial, str]]] = {}
+    for spec in specs:
+        trials = spec.plan(ctx)
+        if not trials:
+            raise ConfigError(f"task {spec.name} planned no trials for this config (empty grid)")
+        path = model_dir / f"{spec.name}.jsonl"
+        done = done_trial_ids(path) if resume else set()
+        c = TaskCounts(planned=len(trials))
+        keep, seen = [], set()
+        for t in trials:
+            tid = t.id(info.fingerprint, cfg.seed)
+            if tid in seen:
+                raise RuntimeError(f"task {spec.name} planned trial {tid} twice: {t}")
+            seen.add(tid)
+            if tid in done:
+                c.done_before += 1
+            elif not in_shard(tid, shard):
+                c.other_shards += 1
+            else:
+                keep.append((t, tid))
+        todo[spec.name], summary.counts[spec.name] = keep, c
+        summary.files[spec.name] = path
+
+    # Concept vectors for every (word, layer) still needed, in one batched pass.
+    words: dict[str, None] = {}
+    layers: dict[int, None] = {}
+    for spec in specs:
+        if spec.uses_injection:
+            for t, _ in todo[spec.name]:
+                if t.layer is not None:
+                    layers[int(t.layer)] = None
+                    words.update(dict.fromkeys(_trial_words(t)))
+    if words and layers:
+        ctx.vectors.ensure(list(words), sorted(layers))
+
+    config = {**cfg.to_dict(), "tasks": [s.name for s in specs],
+              "shard": f"{shard[0]}/{shard[1]}" if shard else None}
+    bar = _progress(sum(len(v) for v in todo.values()), progress)
+    try:
+        for spec in specs:
+            keep = todo[spec.name]
+            if not keep:
+                continue
+            writer = JsonlWriter(summary.files[spec.name])
+            writer.write(make_header(run_id=run_id, model_id=info.name, fingerprint=info.fingerprint,
+                                     seed=cfg.seed, config=config,
+                                     notes=[*dict.fromkeys([*ctx.notes, *notes])]))
+            bar.set_description(spec.name)
+            groups: dict[int | None, list[tuple[Trial, str]]] = {}
+            for t, tid in keep:
+                groups.setdefault(t.layer, []).append((t, tid))
+            for layer in sorted(groups, key=lambda la: (la is not None, la or 0)):
+                pending = {tid for _, tid in groups[layer]}
+                for rec in spec.execute(ctx, [t for t, _ in groups[layer]]):
+                    if rec.trial_id not in pending:
+                        raise RuntimeError(f"task {spec.name} yielded trial {rec.trial_id!r} that was "
+                                           "not requested (or twice); refusing to write it")
+                    pending.discard(rec.trial_id)
+                    writer.write(rec)
+                    summary.counts[spec.name].run += 1
+                    bar.update(1)
+                summary.counts[spec.name].missing += len(pending)
+    finally:
+        bar.close()
+        summary.seconds = time.perf_counter() - t0
+    return summary
