@@ -40,6 +40,7 @@ def _train_tokenizer(path: Path):
     for f in concepts.glob("*.yaml"):
         corpus += f.read_text().splitlines()
     corpus += ["Human: Tell me about it. Assistant: Ok. INJECTION: NO_INJECTION THOUGHT: REPEAT: CHOICE: 1 2 3"]
+    corpus += ["Yes yes No no, yes. No. Yes, no."] * 50
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()

@@ -61,7 +61,7 @@ def spec_for(ctx: RunContext, trial: Trial, positions: Positions, *, word: str |
     if random_seed is not None:
         cv = ctx.vectors.random_like(cv, random_seed)
     eff = cv.alpha_effective(trial.alpha, ctx.cfg.alpha_units)
-    return InjectionSpec(layer, sign * eff, cv.vector, positions), eff
+    return InjectionSpec(layer, sign * eff, cv.vector, positions), sign * eff
 
 
 def render_checked(ctx: RunContext, conv: Conversation, *, no_leak: Iterable[str] = (), allow_in=()) -> Prompt:
