@@ -19,7 +19,7 @@ BASE = ["pebble", "curtain", "saddle", "jasmine", "ladder"]
 def test_norm_one_and_metadata(tiny_model):
     m = tiny_model("llama")
     vs = build_concept_vectors(m, ["bread", "ocean"], [1, 3], BASE)
-    for (w, layer), cv in vs.items():
+    for cv in vs.values():
         assert abs(float(cv.vector.norm()) - 1.0) < 1e-5
         assert cv.raw_norm > 0 and cv.mean_resid_norm > 0
         assert cv.alpha_effective(2.0, "resid") == pytest.approx(2.0 * cv.mean_resid_norm)
