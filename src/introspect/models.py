@@ -198,7 +198,9 @@ def load_model(
     """
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # a script's own progress bar is the one worth reading
     path, entry = resolve(name_or_path)
     device = device or ("cpu" if device_map is None and not torch.cuda.is_available() else None)
     torch_dtype = resolve_dtype(dtype or (entry.dtype if entry else None), device or "cuda")
