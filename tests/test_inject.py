@@ -140,3 +140,21 @@ def test_bad_injections_raise_one_line_errors(tiny_model):
     for spec, msg in cases:
         with pytest.raises(InjectionError, match=msg):
             generate(m, [p], [spec], max_new_tokens=1)
+
+
+@pytest.mark.slow
+def test_default_model_cached_equals_uncached_under_injection(default_model):
+    """On the real model: a concept injection steers, and KV-cached decoding sees it too."""
+    from introspect.prompts import load_words
+    from introspect.vectors import build_concept_vectors
+
+    m = default_model
+    words = load_words()
+    cv = build_concept_vectors(m, ["bread"], [15], words.baseline)[("bread", 15)]
+    p = render(m.tokenizer, Conversation.of(("user", "Tell me a short story.")))
+    spec = InjectionSpec(15, 32.0, cv.vector, "all")
+    cached = generate(m, [p], [spec], max_new_tokens=16)[0]
+    uncached = generate(m, [p], [spec], max_new_tokens=16, use_cache=False)[0]
+    clean = generate(m, [p], None, max_new_tokens=16)[0]
+    assert cached.tokens == uncached.tokens
+    assert cached.tokens != clean.tokens
