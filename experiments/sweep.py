@@ -38,6 +38,7 @@ PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 KEYS = ("models", "tasks", "layers", "layers_grid", "alphas", "alpha_units", "n_concepts",
         "n_trials", "seed", "max_new_tokens", "batch_size", "variant", "options", "words_file", "out")
 CORE_TASKS = ("A", "B", "C", "D")
+MAX_ROWS = 60  # metric rows printed at the end of a run (all of them go to summary.csv)
 _INT_KEYS = ("layers_grid", "n_concepts", "n_trials", "seed", "max_new_tokens", "batch_size")
 
 
@@ -65,6 +66,8 @@ def check_settings(raw: Any, source: str) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed keys: {', '.join(KEYS)}")
     s = dict(raw)
+    if s.get("layers") is not None and s.get("layers_grid") is not None:
+        raise ConfigError(f"{source}: give either layers or layers_grid, not both")
     for key in _INT_KEYS:
         if s.get(key) is not None:
             s[key] = _num(key, s[key], int)
@@ -85,6 +88,9 @@ def load_settings(path: Path | str) -> dict[str, Any]:
     p = Path(path)
     if not p.exists() and (PRESETS_DIR / f"{path}.yaml").exists():
         p = PRESETS_DIR / f"{path}.yaml"
+    elif not p.exists() and not p.suffix:
+        names = ", ".join(sorted(q.stem for q in PRESETS_DIR.glob("*.yaml")))
+        raise ConfigError(f"unknown preset {str(path)!r}; presets: {names} (or a YAML file path)")
     try:
         raw = yaml.safe_load(p.read_text(encoding="utf-8"))
     except OSError as e:
@@ -143,8 +149,9 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
         summary = run_grid(model, tasks, cfg, out, shard=shard, resume=resume, progress=progress,
                            notes=notes)
         summaries.append(summary)
-        print(f"\n== {summary.model}  layers={list(cfg.layers)}  alphas={list(cfg.alphas)} "
-              f"({cfg.alpha_units})  shard={shard and f'{shard[0]}/{shard[1]}'}")
+        grid = (f"  layers={list(cfg.layers)}  alphas={list(cfg.alphas)} ({cfg.alpha_units})"
+                if cfg.layers else "")
+        print(f"\n== {summary.model}{grid}  shard={shard and f'{shard[0]}/{shard[1]}'}")
         print(summary.table())
         del model
     report(out, summaries)
@@ -164,9 +171,11 @@ def report(out: Path, summaries: list) -> None:
 
             cols = ["model_id", "task", "variant", "layer_idx", "alpha", "metric", "condition",
                     "value", "lo", "hi", "n"]
-            with pd.option_context("display.max_rows", 200, "display.width", 160,
-                                   "display.float_format", "{:.3f}".format):
-                print("\n" + table[[c for c in cols if c in table]].to_string(index=False))
+            shown = table[[c for c in cols if c in table]].head(MAX_ROWS)
+            with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
+                print("\n" + shown.to_string(index=False))
+            if len(table) > MAX_ROWS:
+                print(f"... {len(table) - MAX_ROWS} more rows in summary.csv")
         csv_path, json_path = write_summary(out)
         dash = write_dashboard(out)
         print(f"\nsummary: {csv_path} {json_path}\ndashboard: {dash}")

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from introspect.models import model_info
+from introspect.prompts import load_words
 from introspect.records import JsonlWriter, done_trial_ids, make_header, read_records
 from introspect.tasks.base import ConfigError, RunContext, TaskConfig, TaskSpec, Trial, get_task
+from introspect.vectors import VectorBank
 
 ALPHA_UNITS = ("unit", "resid")
 
@@ -116,8 +118,6 @@ def validate(cfg: TaskConfig, tasks: Sequence[str], out_dir: Path | None = None,
             out = [la for la in cfg.layers if not 0 <= int(la) < n_layers]
             if out:
                 raise ConfigError(f"layers {out} out of range; this model has layers 0..{n_layers - 1}")
-        from introspect.prompts import load_words
-
         try:
             n_targets = len(load_words(cfg.words_file).targets)
         except ValueError as e:
@@ -148,20 +148,16 @@ def check_owner(model_dir: Path, fingerprint: str) -> None:
 
 def make_context(model: Any, cfg: TaskConfig, run_id: str = "") -> RunContext:
     """A RunContext with a vector bank built on the words file's baseline list."""
-    from introspect.prompts import load_words
-    from introspect.vectors import VectorBank
-
     info = model_info(model)
     bank = VectorBank(model, load_words(cfg.words_file).baseline)
     return RunContext(model=model, model_id=info.name, fingerprint=info.fingerprint, cfg=cfg,
                       vectors=bank, run_id=run_id, notes=list(info.notes))
 
 
-def _trial_words(t: Trial) -> list[str]:
-    """The concept words a trial may inject: its word plus any ``*word`` param (decoys, mismatches)."""
+def _trial_words(t: Trial, targets: set[str]) -> list[str]:
+    """Concept words a trial may inject: its word plus any param naming a target (mismatch, decoy)."""
     out = [t.word] if t.word else []
-    out += [v for k, v in t.params if k.endswith("word") and isinstance(v, str) and v]
-    return out
+    return out + [v for _, v in t.params if isinstance(v, str) and v in targets]
 
 
 # ---------------------------------------------------------------- the engine
@@ -172,6 +168,7 @@ class TaskCounts:
     other_shards: int = 0
     run: int = 0
     missing: int = 0  # requested but not yielded by the task (should stay 0)
+    seconds: float = 0.0  # executing this task's trials (vector building for the grid excluded)
 
 
 @dataclass
@@ -193,9 +190,10 @@ class RunSummary:
         return self.n_run / self.seconds if self.seconds > 0 else 0.0
 
     def table(self) -> str:
-        head = f"{'task':<18}{'planned':>8}{'done':>7}{'shard-':>7}{'run':>6}{'missing':>8}"
+        head = (f"{'task':<18}{'planned':>8}{'done':>7}{'shard-':>7}{'run':>6}{'missing':>8}"
+                f"{'seconds':>9}")
         lines = [head] + [f"{t:<18}{c.planned:>8}{c.done_before:>7}{c.other_shards:>7}{c.run:>6}"
-                          f"{c.missing:>8}" for t, c in self.counts.items()]
+                          f"{c.missing:>8}{c.seconds:>9.1f}" for t, c in self.counts.items()]
         lines.append(f"{self.n_run} trials in {self.seconds:.1f}s ({self.trials_per_s:.2f} trials/s)")
         return "\n".join(lines)
 
@@ -246,6 +244,7 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
         summary.files[spec.name] = path
 
     # Concept vectors for every (word, layer) still needed, in one batched pass.
+    targets = set(load_words(cfg.words_file).targets)
     words: dict[str, None] = {}
     layers: dict[int, None] = {}
     for spec in specs:
@@ -253,7 +252,7 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
             for t, _ in todo[spec.name]:
                 if t.layer is not None:
                     layers[int(t.layer)] = None
-                    words.update(dict.fromkeys(_trial_words(t)))
+                    words.update(dict.fromkeys(_trial_words(t, targets)))
     if words and layers:
         ctx.vectors.ensure(list(words), sorted(layers))
 
@@ -262,7 +261,7 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
     bar = _progress(sum(len(v) for v in todo.values()), progress)
     try:
         for spec in specs:
-            keep = todo[spec.name]
+            keep, t_task = todo[spec.name], time.perf_counter()
             if not keep:
                 continue
             writer = JsonlWriter(summary.files[spec.name])
@@ -284,6 +283,7 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
                     summary.counts[spec.name].run += 1
                     bar.update(1)
                 summary.counts[spec.name].missing += len(pending)
+            summary.counts[spec.name].seconds = time.perf_counter() - t_task
     finally:
         bar.close()
         summary.seconds = time.perf_counter() - t0
