@@ -67,4 +67,5 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
                              extra={"sentence": sentences[t.param("sentence")], "n_control_words": len(controls)})
 
 
-register(TaskSpec("D", "Intentional control: cosine of activations with the concept, think vs don't think", plan, execute))
+register(TaskSpec("D", "Intentional control: cosine of activations with the concept, think vs don't think", plan, execute,
+                  uses_injection=False))
