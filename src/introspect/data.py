@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from introspect.grading import word_match
+
 LETTERS = "ABCDEFGH"
 GPQA_URL = "https://github.com/idavidrein/gpqa (dataset.zip, password in its README)"
 SIMPLEQA_URL = "https://openaipublic.blob.core.windows.net/simple-evals/simple_qa_test_set.csv"
@@ -150,7 +152,7 @@ def load_bigbench_taboo(path: Path | str) -> list[TabooItem]:
         if not (isinstance(e, dict) and isinstance(e.get("target"), str)
                 and isinstance(e.get("taboos"), list)):
             raise DataError(f"{p}: example {e!r:.60} lacks target/taboos; expected {_BB_FMT}")
-        related = tuple(w for w in _words(e["taboos"]) if w.casefold() != e["target"].casefold())
+        related = tuple(w for w in _words(e["taboos"]) if not word_match(w, e["target"]))
         out.append(TabooItem(e["target"].strip(), related))
     if not out:
         raise DataError(f"{p}: 'examples' is empty; expected {_BB_FMT}")
@@ -186,7 +188,7 @@ def load_kovah_taboo(path: Path | str) -> list[TabooItem]:
     for word, taboo in pairs:
         if not isinstance(word, str) or not isinstance(taboo, list):
             raise DataError(f"{p}: entry {word!r:.40} has no word list; expected {_KOVAH_FMT}")
-        related = tuple(w for w in _words(taboo) if w.casefold() != word.strip().casefold())
+        related = tuple(w for w in _words(taboo) if not word_match(w, word))
         if word.strip() and related:
             out.append(TabooItem(word.strip(), related))
     if not out:
@@ -363,9 +365,9 @@ def arithmetic_questions(
 def to_multiple_choice(q: ArithmeticQuestion, seed: int, n_options: int = 4) -> MCQuestion:
     """The question with ``n_options`` options: the answer and distinct nearby integers."""
     rng = random.Random(f"mc:{seed}:{q.id}")
-    spread = max(3, abs(q.answer) // 10)
+    spread = max(5, abs(q.answer) // 10)
     cands = {q.answer + s for s in (-10, -2, -1, 1, 2, 10)}
-    while len(cands) < n_options + 6:
+    while len(cands) < n_options + 3:
         cands.add(q.answer + rng.randint(-spread, spread))
     cands.discard(q.answer)
     options = rng.sample(sorted(cands), n_options - 1) + [q.answer]
@@ -394,3 +396,50 @@ def load_questions(path: Path | str, seed: int = 0) -> list[MCQuestion] | list[S
     if {"problem", "answer"} <= set(header):
         return load_simpleqa_csv(p)
     return load_hendrycks_csv(p)
+
+
+# ---------------------------------------------------------------- the project's own lists
+_SEBW_FMT = "YAML mapping 'targets:' of target word -> list of option words"
+_RQ_FMT = ("YAML 'questions:' list of {id, text, category: benign|borderline|harmful}")
+
+
+def _yaml(path: Path | str | None, default: str, expected: str) -> tuple[Path, Any]:
+    import yaml
+
+    from introspect.prompts import concepts_dir
+
+    p, text = _read_text(path if path is not None else concepts_dir() / default, expected)
+    try:
+        return p, yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise DataError(f"{p}: not valid YAML ({type(e).__name__}); expected {expected}") from e
+
+
+def load_association_targets(path: Path | str | None = None) -> list[TabooItem]:
+    """``concepts/seb_words.yaml`` (or a file in that layout): targets with option words."""
+    p, data = _yaml(path, "seb_words.yaml", _SEBW_FMT)
+    targets = data.get("targets") if isinstance(data, dict) else None
+    if not isinstance(targets, dict) or not targets:
+        raise DataError(f"{p}: no 'targets' mapping; expected {_SEBW_FMT}")
+    out = []
+    for word, opts in targets.items():
+        if not isinstance(word, str) or not isinstance(opts, list) or not _words(opts):
+            raise DataError(f"{p}: target {word!r} has no option words; expected {_SEBW_FMT}")
+        out.append(TabooItem(word, tuple(w for w in _words(opts) if not word_match(w, word))))
+    return out
+
+
+def load_restriction_questions(path: Path | str | None = None) -> list[SafetyPrompt]:
+    """``concepts/restriction_questions.yaml``: requests labelled by category (harmful=unsafe)."""
+    p, data = _yaml(path, "restriction_questions.yaml", _RQ_FMT)
+    qs = data.get("questions") if isinstance(data, dict) else None
+    if not isinstance(qs, list) or not qs:
+        raise DataError(f"{p}: no 'questions' list; expected {_RQ_FMT}")
+    out = []
+    for q in qs:
+        cat = q.get("category") if isinstance(q, dict) else None
+        if cat not in ("benign", "borderline", "harmful") or not str(q.get("text", "")).strip():
+            raise DataError(f"{p}: entry {q!r:.60} malformed; expected {_RQ_FMT}")
+        out.append(SafetyPrompt(str(q.get("id", len(out))), str(q["text"]).strip(), cat,
+                                "unsafe" if cat == "harmful" else "safe"))
+    return out

@@ -1,0 +1,153 @@
+"""Token-injection recovery (002 §5): noise written into the model's own output stream.
+
+Why this protocol: the model answers an arithmetic question (known integer answer) greedily; the
+harness then takes its first ``m`` generated tokens, appends ``k`` foreign tokens (uniformly
+random, or each the least probable next token given everything before it) as if the model had
+produced them, and lets it continue from there. Greedy decoding makes the clean run's first
+``m`` tokens exactly what the model would have written, so the clean answer is the reference.
+Graded: final answer correct, and whether the continuation remarks on the disruption.
+Inserted tokens are drawn from printable, digit-free, non-special tokens, so the grader never
+reads an inserted number as the answer.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+from introspect.chat import Prompt, render
+from introspect.data import ArithmeticQuestion, arithmetic_questions
+from introspect.inject import Generation, next_token_logprobs
+from introspect.records import Record
+from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
+from introspect.tasks.seb import _knob, _opt, generate_sorted, parse_final_int, user
+
+PROMPT = "{q} Think step by step, then give the final answer as 'Answer: <number>'."
+KINDS = ("random", "least_likely")
+REMARK = re.compile(
+    r"\b(typo|sorry|apolog\w*|mistakes?|oops|ignore|wait|errors?|correction|glitch|nonsense|"
+    r"gibberish|garbled|let me (?:re\w*|correct|try again|start over)|"
+    r"(?:that|this) (?:was|is|doesn't|does not) (?:a |make |right|correct))\b", re.I)
+
+
+def _questions(ctx: RunContext) -> list[ArithmeticQuestion]:
+    return _cached_qs(int(_opt(ctx, "n", 20)), ctx.cfg.seed, _knob(_opt(ctx, "digits", 2)),
+                      _knob(_opt(ctx, "terms", 2)), str(_opt(ctx, "ops", "+-")))
+
+
+@lru_cache(maxsize=8)
+def _cached_qs(n: int, seed: int, digits: Any, terms: Any, ops: str) -> list[ArithmeticQuestion]:
+    return arithmetic_questions(n, seed, digits=digits, terms=terms, ops=ops)
+
+
+def _ints(ctx: RunContext, key: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    v = _opt(ctx, key, default)
+    return tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else [v]))
+
+
+def plan(ctx: RunContext) -> list[Trial]:
+    kinds = _opt(ctx, "kinds", KINDS)
+    kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+    if set(kinds) - set(KINDS):
+        raise ConfigError(f"recovery kinds must be among {KINDS}, got {kinds}")
+    out = []
+    for i, q in enumerate(_questions(ctx)):
+        out.append(Trial("recovery", "clean", index=i, variant="clean", params=(("qid", q.id),)))
+        for kind in kinds:
+            for k in _ints(ctx, "n_tokens", (1, 3)):
+                for m in _ints(ctx, "insert_after", (4,)):
+                    out.append(Trial("recovery", "perturbed", index=i,
+                                     variant=f"{kind}-k{k}-at{m}",
+                                     params=(("insert_after", m), ("kind", kind),
+                                             ("n_tokens", k), ("qid", q.id))))
+    return out
+
+
+@lru_cache(maxsize=4)
+def _candidates(tokenizer: Any, size: int) -> torch.Tensor:
+    """Bool mask of token ids that decode to printable, digit-free, non-special text."""
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    texts = tokenizer.batch_decode([[i] for i in range(size)])
+    ok = [i not in special and t.strip() != "" and "\ufffd" not in t and t.isprintable()
+          and not any(c.isdigit() for c in t) for i, t in enumerate(texts)]
+    return torch.tensor(ok, dtype=torch.bool)
+
+
+def _insert(ctx: RunContext, bases: list[list[int]], trials: Sequence[Trial]) -> list[list[int]]:
+    """The k ids each perturbed trial inserts after its base ids (batched per step)."""
+    tok = ctx.model.tokenizer
+    size = min(len(tok), int(ctx.model.cfg.d_vocab))
+    mask = _candidates(tok, size)
+    pool = mask.nonzero().flatten().tolist()
+    out: list[list[int]] = [[] for _ in trials]
+    least = [j for j, t in enumerate(trials) if t.param("kind") == "least_likely"]
+    for j, t in enumerate(trials):
+        if t.param("kind") == "random":
+            rng = random.Random(f"recovery:{ctx.cfg.seed}:{t.param('qid')}:{t.variant}")
+            out[j] = [rng.choice(pool) for _ in range(int(t.param("n_tokens")))]
+    for step in range(max((int(trials[j].param("n_tokens")) for j in least), default=0)):
+        live = [j for j in least if int(trials[j].param("n_tokens")) > step]
+        prompts = [Prompt.from_ids(bases[j] + out[j], tok) for j in live]
+        lp = next_token_logprobs(ctx.model, prompts, batch_size=ctx.cfg.batch_size)[:, :size]
+        lp = lp.masked_fill(~mask, float("inf"))
+        for j, row in zip(live, lp):
+            out[j].append(int(row.argmin()))
+    return out
+
+
+def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
+    trials = list(trials)
+    if not trials:
+        return
+    tok, budget = ctx.model.tokenizer, ctx.cfg.max_new_tokens
+    qs = {q.id: q for q in _questions(ctx)}
+    need = list(dict.fromkeys(t.param("qid") for t in trials))
+    prompts = {i: render(tok, user(PROMPT.format(q=qs[i].question))) for i in need}
+    clean = dict(zip(need, generate_sorted(ctx, [prompts[i] for i in need], budget)))
+    pert = [t for t in trials if t.condition == "perturbed"]
+    at = [min(int(t.param("insert_after")), len(clean[t.param("qid")].tokens)) for t in pert]
+    bases = [list(prompts[t.param("qid")].ids) + list(clean[t.param("qid")].tokens[:m])
+             for t, m in zip(pert, at)]
+    inserted = _insert(ctx, bases, pert)
+    conts = generate_sorted(ctx, [Prompt.from_ids(b + ins, tok) for b, ins in zip(bases, inserted)],
+                            max(8, budget - min(at, default=0)))
+    done = {id(t): (m, ins, c) for t, m, ins, c in zip(pert, at, inserted, conts)}
+    for t in trials:
+        q, base_gen = qs[t.param("qid")], clean[t.param("qid")]
+        if t.condition == "clean":
+            yield _record(ctx, t, q, prompts[q.id], base_gen.text, base_gen.text, [], 0, budget)
+            continue
+        m, ins, c = done[id(t)]
+        prefix = tok.decode(list(base_gen.tokens[:m]) + ins, skip_special_tokens=True)
+        yield _record(ctx, t, q, prompts[q.id], prefix + c.text, c.text, ins, m, budget, c)
+
+
+def grade_recovery(q: ArithmeticQuestion, response: str, continuation: str) -> dict[str, Any]:
+    """Final answer from the whole response; remarks looked for in the model's own part after
+    the insertion (the whole response for clean runs)."""
+    val = parse_final_int(response)
+    hit = REMARK.search(continuation)
+    return {"qid": q.id, "answer": q.answer, "parsed": val, "parse_ok": val is not None,
+            "correct": val == q.answer, "remarked": hit is not None,
+            "remark": hit.group(0) if hit else None}
+
+
+def _record(ctx: RunContext, t: Trial, q: ArithmeticQuestion, prompt: Prompt, response: str,
+            continuation: str, ins: list[int], at: int, budget: int,
+            cont: Generation | None = None) -> Record:
+    grade = grade_recovery(q, response, continuation)
+    grade.update(kind=t.param("kind", "none"), n_tokens=int(t.param("n_tokens", 0)),
+                 insert_at=at, inserted_text=ctx.model.tokenizer.decode(ins) if ins else "")
+    return ctx.record(t, prompt=prompt.text, response=response, grade=grade,
+                      gen={"max_new_tokens": budget, "do_sample": False, "inserted_ids": ins,
+                           "continuation_tokens": len(cont.tokens) if cont else None})
+
+
+register(TaskSpec("recovery", "Token-injection recovery: random or least-likely tokens inserted "
+                  "into the model's own output stream, then it continues (002 §5)", plan,
+                  execute, uses_injection=False))
