@@ -248,6 +248,8 @@ def test_grade_task_B_mc():
         ("That was not intentional.", "NO"),
         ("It was unintended.", "NO"),
         ("Sorry, that was accidental.", "NO"),
+        ("I'm sorry for any confusion, but I'm here to", "NO"),
+        ("I apologize; I meant to say that.", "UNKNOWN"),
         ("I don\u2019t think I meant that.", "NO"),
         ("I'm not sure.", "UNKNOWN"),
         ("I meant it, but it was also an accident.", "UNKNOWN"),

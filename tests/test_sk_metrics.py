@@ -144,22 +144,22 @@ def _delegate_grades(n: int = 120, seed: int = 0) -> list[dict]:
                     "team_expected": acc if deleg else float(correct), "teammate_accuracy": acc,
                     "question_length": int(rng.integers(10, 60)),
                     "p_delegate": float(rng.uniform(0.2, 1.0) if not correct else rng.uniform(0, 0.8)),
-                    "_variant": f"teammate={acc:g}"})
+                    "_variant": f"arith:teammate={acc:g}"})
     return out
 
 
 def test_delegate_summary_detects_introspection():
     s = M.summarize_delegate(_df("delegate", _delegate_grades()))
     assert list(s.columns) == M.SK_COLUMNS
-    mcc = _get(s, "introspection_mcc", "teammate=0.8")
+    mcc = _get(s, "introspection_mcc", "arith:teammate=0.8")
     assert mcc.value > 0.4 and mcc.lo > 0
-    lift = _get(s, "self_accuracy_lift", "teammate=0.8")
+    lift = _get(s, "self_accuracy_lift", "arith:teammate=0.8")
     assert lift.value > 0 and lift.lo > 0
-    assert _get(s, "mcnemar_p", "teammate=0.8").value <= 1
-    assert _get(s, "fisher_p", "teammate=0.8").value < 0.01
-    assert _get(s, "p_delegate_auroc", "teammate=0.8").lo > 0.5
-    assert _get(s, "p_delegate_diff[0.8-0.2]", "all").n == 120
-    orc = _get(s, "odds_ratio[baseline_correct]", "all")
+    assert _get(s, "mcnemar_p", "arith:teammate=0.8").value <= 1
+    assert _get(s, "fisher_p", "arith:teammate=0.8").value < 0.01
+    assert _get(s, "p_delegate_auroc", "arith:teammate=0.8").lo > 0.5
+    assert _get(s, "p_delegate_diff[0.8-0.2]", "arith:all").n == 120
+    orc = _get(s, "odds_ratio[baseline_correct]", "arith:all")
     assert orc.value < 1 and orc.lo <= orc.value <= orc.hi
     assert {"odds_ratio[entropy_z]", "odds_ratio[question_length_z]",
             "other_modelling_or_per_0.1"} <= set(s.metric)
@@ -170,8 +170,8 @@ def test_delegate_summary_with_no_delegation_has_no_regression():
     for x in g:
         x["delegated"] = False
     s = M.summarize_delegate(_df("delegate", g))
-    assert _get(s, "delegation_rate", "teammate=0.8").value == 0
-    assert _get(s, "introspection_mcc", "teammate=0.8").value == 0
+    assert _get(s, "delegation_rate", "arith:teammate=0.8").value == 0
+    assert _get(s, "introspection_mcc", "arith:teammate=0.8").value == 0
     assert not s.metric.str.startswith("odds_ratio").any()
 
 
@@ -189,16 +189,19 @@ def test_recovery_summary():
     grades = []
     for q in range(4):
         grades.append({"qid": q, "correct": q < 3, "parse_ok": True, "remarked": False,
-                       "_variant": "clean", "_condition": "clean"})
+                       "source": "a", "_variant": "a:clean", "_condition": "clean"})
         grades.append({"qid": q, "correct": q < 1, "parse_ok": True, "remarked": q == 2,
-                       "_variant": "random-k1-at4", "_condition": "perturbed"})
+                       "source": "a", "_variant": "a:random-k1-at4", "_condition": "perturbed"})
+    # another arithmetic setting: its clean runs must not serve as this one's baseline
+    grades.append({"qid": 0, "correct": False, "parse_ok": True, "remarked": False,
+                   "source": "b", "_variant": "b:clean", "_condition": "clean"})
     s = M.summarize_recovery(_df("recovery", grades))
-    assert _get(s, "accuracy", "clean").value == 0.75
-    assert _get(s, "accuracy", "random-k1-at4").value == 0.25
-    assert _get(s, "accuracy_drop_vs_clean", "random-k1-at4").value == pytest.approx(0.5)
-    rec = _get(s, "recovery_rate", "random-k1-at4")
+    assert _get(s, "accuracy", "a:clean").value == 0.75
+    assert _get(s, "accuracy", "a:random-k1-at4").value == 0.25
+    assert _get(s, "accuracy_drop_vs_clean", "a:random-k1-at4").value == pytest.approx(0.5)
+    rec = _get(s, "recovery_rate", "a:random-k1-at4")
     assert rec.value == pytest.approx(1 / 3) and rec.n == 3
-    assert _get(s, "remark_rate", "random-k1-at4").value == 0.25
+    assert _get(s, "remark_rate", "a:random-k1-at4").value == 0.25
     assert set(s.condition) == {"clean", "perturbed"}
 
 

@@ -109,7 +109,8 @@ def test_task_runs_and_records_validate(tiny_model, name):
 def test_delegate_variants_and_feedback(tiny_model):
     ctx = _ctx(tiny_model("llama"), teammate_accuracy=[0.2, 0.8], feedback=True)
     trials = delegate.plan(ctx)
-    assert {t.variant for t in trials} == {"teammate=0.2+feedback", "teammate=0.8+feedback"}
+    assert {t.variant for t in trials} == {"arith-d2t2+-:teammate=0.2+feedback",
+                                           "arith-d2t2+-:teammate=0.8+feedback"}
     recs = list(delegate.execute(ctx, trials))
     assert "You:" in recs[0].prompt and "Teammate:" in recs[0].prompt
     assert {r.grade["teammate_accuracy"] for r in recs} == {0.2, 0.8}

@@ -286,8 +286,9 @@ _C_NEG_YES = re.compile(  # negated "intent" words -> accident
     r"(?:mean|meant|intend|intended|intentional(?:ly)?|deliberate(?:ly)?|on\s+purpose)\b",
     re.IGNORECASE,
 )
-_C_NO = re.compile(
-    r"\b(?:accident(?:al(?:ly)?)?|mistake(?:n(?:ly)?)?|unintentional(?:ly)?|unintended|slip)\b"
+_C_NO = re.compile(  # an apology disowns the word too (Lindsey 2025: "apologizes ... accident")
+    r"\b(?:accident(?:al(?:ly)?)?|mistake(?:n(?:ly)?)?|unintentional(?:ly)?|unintended|slip"
+    r"|sorry|apologi[sz]e|apologies)\b"
     r"|^[\W_]*no\b",
     re.IGNORECASE,
 )

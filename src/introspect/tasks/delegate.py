@@ -28,7 +28,7 @@ from introspect.grading import normalize_word
 from introspect.inject import Generation
 from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
-from introspect.tasks.seb import _knob, _opt, parse_letter, run_sessions, user
+from introspect.tasks.seb import _knob, _opt, arith_tag, parse_letter, run_sessions, user
 from introspect.tasks.sk_metrics import letter_entropy
 
 Question = MCQuestion | ShortQuestion
@@ -52,7 +52,7 @@ def _pool(source: str, seed: int, n: int, history_len: int, digits: Any, terms: 
     if source == "arithmetic":
         qs: list[Question] = list(arithmetic_mc(history_len + n, seed, digits=digits, terms=terms,
                                                 ops=ops))
-        stem = "arithmetic"
+        stem = arith_tag(digits, terms, ops)
     else:
         qs = list(load_questions(source, seed))
         random.Random(f"delegate:{seed}").shuffle(qs)
@@ -79,8 +79,8 @@ def _accuracies(ctx: RunContext) -> list[float]:
     return accs
 
 
-def _variant(acc: float, feedback: bool) -> str:
-    return f"teammate={acc:g}" + ("+feedback" if feedback else "")
+def _variant(source: str, acc: float, feedback: bool) -> str:
+    return f"{source}:teammate={acc:g}" + ("+feedback" if feedback else "")
 
 
 def teammate_history(n: int, acc: float, seed: int) -> list[bool]:
@@ -172,7 +172,7 @@ def _history(hist: Sequence[Question], tm: Sequence[bool], own: dict[str, dict] 
 def plan(ctx: RunContext) -> list[Trial]:
     stem, hist, game = _source(ctx)
     fb = bool(_opt(ctx, "feedback", False))
-    return [Trial("delegate", "clean", index=i, variant=_variant(acc, fb),
+    return [Trial("delegate", "clean", index=i, variant=_variant(stem, acc, fb),
                   params=(("feedback", fb), ("history_len", len(hist)), ("qid", q.id),
                           ("questions", stem), ("teammate_accuracy", acc)))
             for acc in _accuracies(ctx) for i, q in enumerate(game)]
@@ -225,7 +225,7 @@ def _record(ctx: RunContext, t: Trial, q: Question, b: dict[str, Any], prompt: s
         "team_correct": mate if delegated else bool(ok),
         "team_expected": acc if delegated else float(bool(ok)),
         "teammate_accuracy": acc, "question_length": len(q.question), "game_entropy": game_ent,
-        "p_delegate": p_t, "qid": q.id, "answer": q.answer,
+        "p_delegate": p_t, "qid": q.id, "answer": q.answer, "source": t.param("questions"),
     }
     return ctx.record(t, prompt=prompt, response=g.text, grade=grade,
                       gen={"max_new_tokens": max_new_tokens, "do_sample": False,

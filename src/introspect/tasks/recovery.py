@@ -25,7 +25,7 @@ from introspect.data import ArithmeticQuestion, arithmetic_questions
 from introspect.inject import Generation, next_token_logprobs
 from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
-from introspect.tasks.seb import _knob, _opt, generate_sorted, parse_final_int, user
+from introspect.tasks.seb import _knob, _opt, arith_tag, generate_sorted, parse_final_int, user
 
 PROMPT = "{q} Think step by step, then give the final answer as 'Answer: <number>'."
 KINDS = ("random", "least_likely")
@@ -33,6 +33,11 @@ REMARK = re.compile(
     r"\b(typo|sorry|apolog\w*|mistakes?|oops|ignore|wait|errors?|correction|glitch|nonsense|"
     r"gibberish|garbled|let me (?:re\w*|correct|try again|start over)|"
     r"(?:that|this) (?:was|is|doesn't|does not) (?:a |make |right|correct))\b", re.I)
+
+
+def _source(ctx: RunContext) -> str:
+    return arith_tag(_knob(_opt(ctx, "digits", 2)), _knob(_opt(ctx, "terms", 2)),
+                     str(_opt(ctx, "ops", "+-")))
 
 
 def _questions(ctx: RunContext) -> list[ArithmeticQuestion]:
@@ -55,16 +60,18 @@ def plan(ctx: RunContext) -> list[Trial]:
     kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
     if set(kinds) - set(KINDS):
         raise ConfigError(f"recovery kinds must be among {KINDS}, got {kinds}")
+    src = _source(ctx)
     out = []
     for i, q in enumerate(_questions(ctx)):
-        out.append(Trial("recovery", "clean", index=i, variant="clean", params=(("qid", q.id),)))
+        out.append(Trial("recovery", "clean", index=i, variant=f"{src}:clean",
+                         params=(("qid", q.id), ("source", src))))
         for kind in kinds:
             for k in _ints(ctx, "n_tokens", (1, 3)):
                 for m in _ints(ctx, "insert_after", (4,)):
                     out.append(Trial("recovery", "perturbed", index=i,
-                                     variant=f"{kind}-k{k}-at{m}",
+                                     variant=f"{src}:{kind}-k{k}-at{m}",
                                      params=(("insert_after", m), ("kind", kind),
-                                             ("n_tokens", k), ("qid", q.id))))
+                                             ("n_tokens", k), ("qid", q.id), ("source", src))))
     return out
 
 
@@ -142,6 +149,7 @@ def _record(ctx: RunContext, t: Trial, q: ArithmeticQuestion, prompt: Prompt, re
             cont: Generation | None = None) -> Record:
     grade = grade_recovery(q, response, continuation)
     grade.update(kind=t.param("kind", "none"), n_tokens=int(t.param("n_tokens", 0)),
+                 source=t.param("source"),
                  insert_at=at, inserted_text=ctx.model.tokenizer.decode(ins) if ins else "")
     return ctx.record(t, prompt=prompt.text, response=response, grade=grade,
                       gen={"max_new_tokens": budget, "do_sample": False, "inserted_ids": ins,

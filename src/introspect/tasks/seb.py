@@ -92,6 +92,14 @@ def parse_final_int(text: str) -> int | None:
     return int(nums[-1].replace(",", "")) if nums else None
 
 
+def arith_tag(digits: Any, terms: Any, ops: str) -> str:
+    """Short name of an arithmetic setting ("arith-d1-3t2+-*"), so runs at different
+    difficulty knobs get different variants and are never pooled by the summaries."""
+    def f(v: Any) -> str:
+        return "-".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+    return f"arith-d{f(digits)}t{f(terms)}{ops}"
+
+
 def _opt(ctx: RunContext, key: str, default: Any) -> Any:
     v = ctx.cfg.option(key, default)
     return default if v is None else v
@@ -267,7 +275,7 @@ def _difficulty_items(source: str, seed: int, n: int, digits: Any, terms: Any, o
     """(variant, id -> question) for ``4 n`` questions: arithmetic or a question file."""
     if source == "arithmetic":
         qs: list[Any] = arithmetic_questions(4 * n, seed, digits=digits, terms=terms, ops=ops)
-        return "arithmetic", {q.id: q for q in qs}
+        return arith_tag(digits, terms, ops), {q.id: q for q in qs}
     qs = [q for q in load_questions(source, seed) if isinstance(q, MCQuestion)]
     if len(qs) < 4:
         raise DataError(f"{source}: fewer than 4 multiple-choice questions; expected an MMLU "

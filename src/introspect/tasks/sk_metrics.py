@@ -281,8 +281,8 @@ def summarize_delegate(df: pd.DataFrame) -> pd.DataFrame:
             ok = np.isfinite(p_t)
             rows.append(_row(keys, "mean_p_delegate", bootstrap_mean(p_t[ok]), int(ok.sum())))
             rows.append(_row(keys, "p_delegate_auroc", auroc(p_t[ok], ~base[ok]), int(ok.sum())))
-    for keys, s in _groups(df, ("model_id", "task")):
-        keys = {**keys, "variant": "all"}
+    for keys, s in _groups(_with_source(df), ("model_id", "task", "source")):
+        keys = {"model_id": keys["model_id"], "task": keys["task"], "variant": f"{keys['source']}:all"}
         y = _b(s, "delegated").astype(float)
         tm = _num(s, "teammate_accuracy")
         p_t = _num(s, "p_delegate")
@@ -305,6 +305,14 @@ def summarize_delegate(df: pd.DataFrame) -> pd.DataFrame:
     return _frame(rows)
 
 
+def _with_source(df: pd.DataFrame) -> pd.DataFrame:
+    """``source`` column: grade.source, else the variant's part before ":" (question set)."""
+    d = df.copy()
+    fallback = d["variant"].fillna("").astype(str).str.split(":").str[0] if "variant" in d else ""
+    d["source"] = _g(d, "source").where(_g(d, "source").notna(), fallback) if len(d) else []
+    return d
+
+
 def _z(x: np.ndarray) -> np.ndarray:
     sd = np.nanstd(x)
     return (x - np.nanmean(x)) / sd if sd > 0 else np.zeros_like(x)
@@ -314,7 +322,8 @@ def summarize_recovery(df: pd.DataFrame) -> pd.DataFrame:
     """Accuracy and remark rate per perturbation; drop vs clean; recovery = P(still correct |
     the clean run of the same question was correct)."""
     rows: list[dict] = []
-    for mkeys, m in _groups(df, ("model_id", "task")):
+    for mkeys, m in _groups(_with_source(df), ("model_id", "task", "source")):
+        mkeys.pop("source")
         clean = m[m["condition"] == "clean"]
         cc = dict(zip(_g(clean, "qid"), _b(clean, "correct")))
         for vkeys, s in _groups(m):
