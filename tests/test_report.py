@@ -325,3 +325,22 @@ def test_cli(results: Path, tmp_path: Path, capsys):
     ok = _cli(str(results), "--out", str(tmp_path / "out" / "dash.html"))
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "out" / "dash.html").exists() and (results / "summary.csv").exists()
+
+
+def test_task_d_pairs_matched_trials():
+    """Word-level offsets swamp an unpaired comparison; the paired difference recovers +0.01."""
+    import pandas as pd
+
+    from introspect.report.metrics import summarize_d
+
+    rows = []
+    for i, offset in enumerate([-0.3, 0.0, 0.3, 0.6]):
+        for cond, bump in (("think", 0.01), ("dont_think", 0.0)):
+            rows.append({"model_id": "m", "task": "D", "variant": "plain", "alpha": 0.0, "alpha_units": "unit",
+                         "layer_idx": None, "condition": cond, "word": f"w{i}", "trial_index": 0,
+                         "grade.layers": [0, 1], "grade.cos": [offset + bump, offset + 2 * bump],
+                         "grade.cos_ctrl": [0.0, 0.0]})
+    out = pd.DataFrame(summarize_d(pd.DataFrame(rows)))
+    d = out[out.metric == "delta_cos"].set_index("layer_idx")
+    assert d.loc[0, "value"] == pytest.approx(0.01) and d.loc[1, "value"] == pytest.approx(0.02)
+    assert d.loc[0, "lo"] == pytest.approx(0.01) and d.loc[0, "n"] == 4  # no spread once paired

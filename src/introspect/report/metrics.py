@@ -216,19 +216,43 @@ def _per_layer(sub: pd.DataFrame, key: str) -> dict[int, list[float]]:
     return acc
 
 
+_D_PAIR = ["word", "trial_index"]
+
+
+def _paired_diff(think: pd.DataFrame, dont: pd.DataFrame, key: str) -> dict[int, list[float]] | None:
+    """Per-layer think − don't-think differences of matched trials (same word and sentence).
+
+    Both conditions read the same teacher-forced tokens, so pairing removes the large
+    word-to-word spread of raw cosines; None when the trials do not pair one to one.
+    """
+    if not set(_D_PAIR) <= set(think.columns) or think.empty:
+        return None
+    t, d = think.set_index(_D_PAIR), dont.set_index(_D_PAIR)
+    if t.index.has_duplicates or d.index.has_duplicates or set(t.index) != set(d.index):
+        return None
+    diffs = _per_layer(pd.DataFrame({"grade.layers": t["grade.layers"], key: [
+        [a - b for a, b in zip(tv, d.loc[i, key])] for i, tv in t[key].items()]}), key)
+    return diffs
+
+
 def summarize_d(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Task D: per-layer delta cosine (think - dont_think), its control band, peak layer, AUC."""
+    """Task D: per-layer delta cosine (think - dont_think), its control band, peak layer, AUC.
+
+    Matched trials give a paired difference (bootstrap CI of the mean per-trial difference);
+    otherwise the two conditions are compared as independent samples.
+    """
     out: list[dict[str, Any]] = []
     for keys, vdf in groups(df, ["model_id", "task", "variant", "alpha", "alpha_units"]):
         think, dont = vdf[vdf["condition"] == "think"], vdf[vdf["condition"] == "dont_think"]
         for key, metric in (("grade.cos", "delta_cos"), ("grade.cos_ctrl", "delta_cos_ctrl")):
             t, d = _per_layer(think, key), _per_layer(dont, key)
+            paired = _paired_diff(think, dont, key)
             layers = sorted(set(t) & set(d))
             curve = []
             for layer in layers:
-                est = bootstrap_diff(t[layer], d[layer])
-                out.append(row({**keys, "layer_idx": layer}, metric, est,
-                               len(t[layer]) + len(d[layer]), "think-dont_think"))
+                est = bootstrap_mean(paired[layer]) if paired else bootstrap_diff(t[layer], d[layer])
+                n_obs = len(paired[layer]) if paired else len(t[layer]) + len(d[layer])
+                out.append(row({**keys, "layer_idx": layer}, metric, est, n_obs, "think-dont_think"))
                 curve.append(est[0])
             if metric == "delta_cos":
                 for layer in layers:
