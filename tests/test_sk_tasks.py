@@ -5,6 +5,7 @@ import time
 
 import pandas as pd
 import pytest
+import torch
 
 import introspect as I
 from introspect.chat import Prompt
@@ -167,16 +168,23 @@ def test_kovah_and_xstest_sources(tiny_model, tmp_path):
 # ---------------------------------------------------------------- real default model
 @pytest.mark.slow
 def test_quick_runs_on_default_model(default_model):
-    """Every task end to end on SmolLM2-135M with tiny n (prints its summary)."""
+    """Every task end to end on SmolLM2-135M with tiny n (prints its summary).
+
+    One torch thread: on a shared 2-core CPU, two spinning OpenMP threads made this ~10x slower.
+    """
     opts = dict(n=2, history_len=6, n_options=4, n_tokens=(2,), insert_after=(3,), prefill=True)
     ctx = I.context(default_model, I.TaskConfig(max_new_tokens=16, batch_size=16).with_options(**opts))
-    start, rows = time.time(), []
-    for name in TASKS:
-        recs = I.run_task(ctx, name)
-        assert recs
-        for r in recs:
-            validate(r.to_dict())
-        rows += [flatten_trial(r.to_dict()) for r in recs]
+    start, rows, threads = time.time(), [], torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name in TASKS:
+            recs = I.run_task(ctx, name)
+            assert recs
+            for r in recs:
+                validate(r.to_dict())
+            rows += [flatten_trial(r.to_dict()) for r in recs]
+    finally:
+        torch.set_num_threads(threads)
     s = summarize_sk(pd.DataFrame(rows))
     print(f"\n{time.time() - start:.1f}s\n" + s.drop(columns="model_id").to_string())
     assert set(s.task) == set(TASKS)

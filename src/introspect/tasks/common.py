@@ -16,7 +16,7 @@ from typing import Any
 from introspect.chat import Conversation, Prompt, render
 from introspect.grading import yes_no_probs, yes_no_token_ids
 from introspect.inject import Generation, InjectionSpec, Positions, generate
-from introspect.prompts import check_no_leak, load_words
+from introspect.prompts import check_no_leak, load_sentences, load_words
 from introspect.tasks.base import ConfigError, RunContext, Trial
 
 
@@ -29,6 +29,11 @@ def pick_concepts(ctx_or_cfg: Any) -> list[str]:
     if cfg.n_concepts > len(targets):
         raise ConfigError(f"n_concepts={cfg.n_concepts} exceeds the {len(targets)} target words in the words file")
     return random.Random(cfg.seed).sample(targets, cfg.n_concepts)
+
+
+def sentence_param(concepts: list[str], word: str, i: int) -> tuple[str, int]:
+    """Trial param naming the sentence of concept ``word``'s i-th trial (spread over the corpus)."""
+    return ("sentence", (i + concepts.index(word)) % len(load_sentences()))
 
 
 def grid(ctx: RunContext) -> list[tuple[int, float]]:

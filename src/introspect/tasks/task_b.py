@@ -23,6 +23,7 @@ from introspect.tasks.common import (
     pick_concepts,
     render_checked,
     run_batch,
+    sentence_param,
     spec_for,
     variants,
 )
@@ -33,12 +34,11 @@ PARTS = {"paper": (P.task_b_thought, P.task_b_repeat), "seed": (P.task_b_thought
 
 def plan(ctx: RunContext) -> list[Trial]:
     concepts = pick_concepts(ctx)
-    n_sent = len(P.load_sentences())
     out: list[Trial] = []
     for v in variants(ctx, VARIANTS, ("paper", "mc")):
         for word in concepts:
             for i in range(ctx.cfg.n_trials):
-                s = (("sentence", (i + concepts.index(word)) % n_sent),)
+                s = (sentence_param(concepts, word, i),)
                 out.append(Trial("B", "control", i, None, 0.0, word, v, s))
                 out += [Trial("B", "injected", i, layer, a, word, v, s) for layer, a in grid(ctx)]
     return out

@@ -24,6 +24,7 @@ from introspect.tasks.common import (
     pick_concepts,
     render_checked,
     run_batch,
+    sentence_param,
     spec_for,
     variants,
 )
@@ -40,12 +41,11 @@ def _other(concepts: list[str], word: str, ctx: RunContext) -> str:
 
 def plan(ctx: RunContext) -> list[Trial]:
     concepts = pick_concepts(ctx)
-    n_sent = len(P.load_sentences())
     out: list[Trial] = []
     for v in variants(ctx, VARIANTS, ("paper",)):
         for word in concepts:
             for i in range(ctx.cfg.n_trials):
-                s = ("sentence", (i + concepts.index(word)) % n_sent)
+                s = sentence_param(concepts, word, i)
                 out.append(Trial("C", "control", i, None, 0.0, word, v, (s,)))
                 other = ("other", _other(concepts, word, ctx))
                 for layer, a in grid(ctx):

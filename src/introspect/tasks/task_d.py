@@ -17,7 +17,7 @@ import torch
 from introspect import prompts as P
 from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
-from introspect.tasks.common import pick_concepts, render_checked, variants
+from introspect.tasks.common import pick_concepts, render_checked, sentence_param, variants
 from introspect.vectors import residuals
 
 VARIANTS = ("plain", "rewarded", "punished")
@@ -25,12 +25,11 @@ VARIANTS = ("plain", "rewarded", "punished")
 
 def plan(ctx: RunContext) -> list[Trial]:
     concepts = pick_concepts(ctx)
-    n_sent = len(P.load_sentences())
     out: list[Trial] = []
     for v in variants(ctx, VARIANTS, ("plain",)):
         for word in concepts:
             for i in range(ctx.cfg.n_trials):
-                s = (("sentence", (i + concepts.index(word)) % n_sent),)
+                s = (sentence_param(concepts, word, i),)
                 out += [Trial("D", c, i, None, 0.0, word, v, s) for c in ("think", "dont_think")]
     return out
 
