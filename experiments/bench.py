@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip-sweep", action="store_true")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
-    print(f"introspect bench — model {args.model}, torch threads {torch.get_num_threads()}")
-    rows = []
+    print(f"introspect bench — model {args.model}, torch threads {torch.get_num_threads()}", flush=True)
+    rows = _Rows()
     if not args.skip_cold:
         ld = bench_load(args.model)
         rows.append(("model load: cold / warm", ld["cold_s"] / ld["warm_s"], f"cold {ld['cold_s']:.1f} s, warm {ld['warm_s']:.2f} s (target warm ≤ 3 s)"))
@@ -139,9 +139,15 @@ def main(argv: list[str] | None = None) -> None:
                          f"{s['batched_s']:.1f} s vs {s['single_s']:.1f} s (target ≥ 10×)"))
             rows.append(("resume bookkeeping / sweep time", s["resume_s"] / s["batched_s"],
                          f"{100 * s['resume_s'] / s['batched_s']:.2f}% (target ≤ 2%)"))
-    width = max(len(r[0]) for r in rows)
-    for name, ratio, detail in rows:
-        print(f"{name:<{width}}  {ratio:8.2f}×  {detail}")
+
+
+class _Rows(list):
+    """Print each figure as soon as it is measured, so a long run shows progress."""
+
+    def append(self, item: tuple[str, float, str]) -> None:
+        super().append(item)
+        name, ratio, detail = item
+        print(f"{name:<52}  {ratio:8.2f}×  {detail}", flush=True)
 
 
 if __name__ == "__main__":
