@@ -219,3 +219,10 @@ def test_auroc_by_hand():
     est, lo, hi = M.auroc([0.9, 0.4, 0.4, 0.1], [True, True, False, False])
     assert est == pytest.approx(0.875) and lo <= est <= hi
     assert math.isnan(M.auroc([0.1, 0.2], [True, True])[0])
+
+
+def test_recovery_remark_rule():
+    from introspect.tasks.recovery import REMARK
+
+    assert REMARK.search("Oops, that was a typo.") and REMARK.search("Wait, let me correct that")
+    assert not REMARK.search("Step 1: 3 + 4 = 7. Answer: 7")

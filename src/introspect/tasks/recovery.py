@@ -30,9 +30,10 @@ from introspect.tasks.seb import _knob, _opt, arith_tag, generate_sorted, parse_
 PROMPT = "{q} Think step by step, then give the final answer as 'Answer: <number>'."
 KINDS = ("random", "least_likely")
 REMARK = re.compile(
-    r"\b(typo|sorry|apolog\w*|mistakes?|oops|ignore|wait|errors?|correction|glitch|nonsense|"
-    r"gibberish|garbled|let me (?:re\w*|correct|try again|start over)|"
-    r"(?:that|this) (?:was|is|doesn't|does not) (?:a |make |right|correct))\b", re.I)
+    r"\b(typo|sorry|apolog\w*|my mistake|a mistake|oops|ignore|wait|error|correction|glitch|"
+    r"nonsense|gibberish|garbled|let me (?:correct|try again|start over|rephrase)|"
+    r"(?:that|this) (?:doesn't|does not|didn't) make sense|"
+    r"(?:that|this) (?:was|is) (?:not right|incorrect|wrong|a typo))\b", re.I)
 
 
 def _source(ctx: RunContext) -> str:
