@@ -1,13 +1,16 @@
-"""Add α·v to the residual stream at chosen layers and absolute token positions, while generating.
+"""Injection specs and the hooks that add α·v at chosen layers and absolute token positions.
 
-Why positions are counted here: during KV-cached decoding a hook sees only ``[batch, 1, d]``, so
-"position 17" cannot be read off the activation. The injector counts how many positions each hook
-has already seen (a call longer than that count is a fresh full pass, as in uncached decoding) and
-so knows the absolute position of every row it touches. Rows are left-padded, so a row's prompt
-position ``i`` sits at padded position ``pad + i``; generated step ``t`` at ``P + t``.
+Why positions are absolute: during KV-cached decoding a hook sees only ``[batch, 1, d]``, so
+"position 17" cannot be read off the activation. The decode loop (``introspect.decode``) tells the
+injector where each forward call starts (``at(start)``); without that the injector counts the
+positions each hook has already seen (a call longer than the count is a fresh full pass), which is
+how TransformerLens's own ``generate`` can drive it. Rows are laid out as
+``[shared prefix | left pad | own tokens]`` (the prefix is empty unless the decode loop shares one),
+so a row's prompt position ``i`` sits at ``i`` inside the prefix and at ``pad + i`` after it;
+generated step ``t`` at ``width + t``.
 
 Hooks are attached only inside TransformerLens's ``model.hooks()`` context, which removes them on
-exit, exceptions included.
+exit, exceptions included. Generation itself lives in ``introspect.decode``.
 """
 
 from __future__ import annotations
@@ -110,8 +113,14 @@ def pad_left(prompts: Sequence[Prompt], pad_id: int) -> tuple[Int[Tensor, "b p"]
 class BatchInjector:
     """Hooks that add each row's injections at absolute (padded) positions, prompt and decode."""
 
-    def __init__(self, model: Any, row_specs: Sequence[RowSpecs], prompts: Sequence[Prompt], offsets: Sequence[int]):
-        self.width = max(len(p) for p in prompts)
+    def __init__(self, model: Any, row_specs: Sequence[RowSpecs], prompts: Sequence[Prompt],
+                 offsets: Sequence[int], prefix_len: int = 0):
+        self.prefix_len = prefix_len
+        self.width = max(offsets[i] + len(p) for i, p in enumerate(prompts))
+        self.start: int | None = None  # set by the decode loop before each forward call
+        self.n_rows = len(prompts)
+        self._slot: Tensor | None = None
+        self._weight = torch.ones(self.n_rows, dtype=torch.long)
         groups: dict[str, list[tuple[int, InjectionSpec]]] = {}
         for row, specs in enumerate(row_specs):
             for spec in _as_list(specs):
@@ -124,15 +133,16 @@ class BatchInjector:
     def _plan(self, entries, prompts, offsets) -> dict[str, Tensor]:
         rows, deltas, masks, gen = [], [], [], []
         for row, spec in entries:
-            off = offsets[row]
+            n, lp = len(prompts[row]), self.prefix_len
+            where = torch.arange(n) + torch.where(torch.arange(n) < lp, 0, offsets[row])  # layout position
             m = torch.zeros(self.width, dtype=torch.bool)
             pos = spec.token_positions
             if isinstance(pos, From):
-                m[off + pos.start:] = True
+                m[where[pos.start:]] = True
             elif pos in ("prompt", "all"):
-                m[off:] = True
+                m[where] = True
             elif not isinstance(pos, str):
-                m[[off + int(p) for p in pos]] = True
+                m[where[[int(p) for p in pos]]] = True
             rows.append(row)
             deltas.append(float(spec.alpha) * spec.vector.detach().float().cpu())
             masks.append(m)
@@ -145,113 +155,100 @@ class BatchInjector:
 
         def hook(act: Float[Tensor, "b s d"], hook: Any) -> Float[Tensor, "b s d"]:
             s = act.shape[1]
-            start = 0 if s > self._seen[name] else self._seen[name]
+            if self.start is not None:
+                start = self.start
+            else:
+                start = 0 if s > self._seen[name] else self._seen[name]
             self._seen[name] = start + s
+            rows, delta, mask, gen = plan["rows"], plan["delta"], plan["mask"], plan["gen"]
+            weight = torch.ones(len(rows), dtype=torch.long)
+            if self._slot is not None:  # the batch holds a subset of rows, in the order selected
+                slot = self._slot[rows]
+                keep = slot >= 0
+                rows, delta, mask, gen = slot[keep], delta[keep], mask[keep], gen[keep]
+                weight = self._weight[plan["rows"][keep]]
             pos = torch.arange(start, start + s)
             in_prompt = pos < self.width
-            w = torch.zeros((len(plan["rows"]), s), dtype=torch.bool)
-            w[:, in_prompt] = plan["mask"][:, pos[in_prompt]]
-            w[:, ~in_prompt] = plan["gen"][:, None]
+            w = torch.zeros((len(rows), s), dtype=torch.bool)
+            w[:, in_prompt] = mask[:, pos[in_prompt]]
+            w[:, ~in_prompt] = gen[:, None]
             if not bool(w.any()):
                 return act
-            self.fired[name] += int(w.sum())
-            add = w[:, :, None].to(act.dtype) * plan["delta"][:, None, :].to(act.dtype)
+            self.fired[name] += int((w.sum(1) * weight).sum())
+            add = w[:, :, None].to(act.dtype) * delta[:, None, :].to(act.dtype)
             out = act.clone()
-            out.index_add_(0, plan["rows"].to(act.device), add.to(act.device))
+            out.index_add_(0, rows.to(act.device), add.to(act.device))
             return out
 
         return hook
+
+    def at(self, start: int) -> None:
+        """The next forward call's first token sits at absolute layout position ``start``."""
+        self.start = start
+
+    def select(self, rows: Sequence[int] | None, weights: Sequence[int] | None = None) -> None:
+        """The next forward call's batch holds these rows, in this order (None: all rows).
+
+        ``weights`` says how many output rows each batch row stands for (a prompt pass shared by
+        K identical rows counts K times in ``fired``), so counts match the unshared path.
+        """
+        if rows is None:
+            self._slot = None
+            return
+        self._slot = torch.full((self.n_rows,), -1, dtype=torch.long)
+        self._slot[torch.as_tensor(list(rows), dtype=torch.long)] = torch.arange(len(rows))
+        self._weight = torch.ones(self.n_rows, dtype=torch.long)
+        if weights is not None:
+            self._weight[torch.as_tensor(list(rows), dtype=torch.long)] = torch.as_tensor(list(weights), dtype=torch.long)
 
     def fwd_hooks(self) -> list[tuple[str, Any]]:
         return [(name, self._hook(name)) for name in self._plans]
 
 
 @contextmanager
-def injecting(model: Any, row_specs: Sequence[RowSpecs], prompts: Sequence[Prompt], offsets: Sequence[int]) -> Iterator[BatchInjector]:
+def injecting(model: Any, row_specs: Sequence[RowSpecs], prompts: Sequence[Prompt], offsets: Sequence[int],
+              prefix_len: int = 0) -> Iterator[BatchInjector]:
     """Context manager: injections active for the body, removed afterwards (even on error)."""
-    inj = BatchInjector(model, row_specs, prompts, offsets)
+    inj = BatchInjector(model, row_specs, prompts, offsets, prefix_len)
     with model.hooks(fwd_hooks=inj.fwd_hooks()):
         yield inj
 
 
-@dataclass(frozen=True)
-class Generation:
-    """One row's output: decoded text, generated ids, and the first step's log-probabilities."""
+def first_injected(specs: RowSpecs, prompt_len: int) -> int:
+    """The earliest prompt position a row's injections touch (``prompt_len`` if none in the prompt).
 
-    text: str
-    tokens: tuple[int, ...]
-    first_logprobs: Float[Tensor, " vocab"]
-
-
-def _stop_ids(model: Any) -> set[int]:
-    ids = getattr(model.cfg, "eos_token_id", None)
-    if ids is None:
-        ids = model.tokenizer.eos_token_id
-    return set(ids) if isinstance(ids, (list, tuple)) else {ids}
-
-
-def generate(
-    model: Any,
-    prompts: Sequence[Prompt],
-    injections: Sequence[RowSpecs] | None = None,
-    *,
-    max_new_tokens: int = 40,
-    do_sample: bool = False,
-    temperature: float = 1.0,
-    top_p: float | None = None,
-    seed: int | None = None,
-    batch_size: int = 16,
-    use_cache: bool = True,
-) -> list[Generation]:
-    """Generate for many prompts, each row with its own injections (or none), in padded batches.
-
-    Greedy by default (seed §0: deterministic). With ``do_sample`` the torch RNG is seeded from
-    ``seed`` once per call, so a run is reproducible given the same batch layout.
+    Tokens before it are computed exactly as without injection, so rows may share them.
     """
-    if injections is None:
-        injections = [None] * len(prompts)
-    if len(injections) != len(prompts):
-        raise InjectionError(f"{len(injections)} injection rows for {len(prompts)} prompts")
-    if do_sample and seed is not None:
-        torch.manual_seed(seed)
-    pad_id = model.tokenizer.pad_token_id
-    stops = _stop_ids(model)
-    out: list[Generation] = []
-    for lo in range(0, len(prompts), batch_size):
-        chunk, specs = prompts[lo:lo + batch_size], injections[lo:lo + batch_size]
-        toks, mask, offsets = pad_left(chunk, pad_id)
-        with injecting(model, specs, chunk, offsets), torch.no_grad():
-            res = model.generate(
-                toks.to(model.cfg.device), attention_mask=mask.to(model.cfg.device),
-                max_new_tokens=max_new_tokens, do_sample=do_sample, temperature=temperature,
-                top_p=top_p, verbose=False, output_logits=True, use_past_kv_cache=use_cache,
-                return_type="tokens",
-            )
-        seqs = res.sequences[:, toks.shape[1]:].cpu()
-        first = torch.log_softmax(res.logits[0].float().cpu(), dim=-1)
-        for i in range(len(chunk)):
-            ids = seqs[i].tolist()
-            cut = next((k for k, t in enumerate(ids) if t in stops), len(ids))
-            ids = ids[:cut]
-            out.append(Generation(model.tokenizer.decode(ids, skip_special_tokens=True), tuple(ids), first[i]))
-    return out
+    first = prompt_len
+    for spec in _as_list(specs):
+        pos = spec.token_positions
+        if isinstance(pos, From):
+            first = min(first, pos.start)
+        elif pos in ("prompt", "all"):
+            first = 0
+        elif not isinstance(pos, str):
+            first = min([first, *(int(p) for p in pos)])
+    return first
 
 
-def next_token_logprobs(
-    model: Any, prompts: Sequence[Prompt], injections: Sequence[RowSpecs] | None = None, *, batch_size: int = 16,
-) -> Float[Tensor, "n vocab"]:
-    """Log-probabilities of the next token after each prompt (one forward pass per batch)."""
-    injections = injections or [None] * len(prompts)
-    rows = []
-    for lo in range(0, len(prompts), batch_size):
-        chunk, specs = prompts[lo:lo + batch_size], injections[lo:lo + batch_size]
-        toks, mask, offsets = pad_left(chunk, model.tokenizer.pad_token_id)
-        with injecting(model, specs, chunk, offsets), torch.no_grad():
-            logits = model(toks.to(model.cfg.device), attention_mask=mask.to(model.cfg.device))
-        rows.append(torch.log_softmax(logits[:, -1].float().cpu(), dim=-1))
-    return torch.cat(rows)
+def spec_key(specs: RowSpecs) -> tuple:
+    """A hashable identity of a row's injections: rows with equal keys are injected identically."""
+    out = []
+    for spec in _as_list(specs):
+        pos = spec.token_positions
+        pos_key = ("from", pos.start) if isinstance(pos, From) else pos if isinstance(pos, str) else tuple(int(p) for p in pos)
+        vec = spec.vector.detach().float().cpu().contiguous()
+        out.append((spec.hook_name, float(spec.alpha), pos_key, hash(vec.numpy().tobytes())))
+    return tuple(out)
 
 
-def inject_once(model: Any, prompt: Prompt, spec: InjectionSpec | None, **gen_kwargs: Any) -> str:
-    """Seed §5: generate for one prompt with one injection active; return the text."""
-    return generate(model, [prompt], [spec], **gen_kwargs)[0].text
+_MOVED = ("Generation", "generate", "next_token_logprobs", "inject_once")
+
+
+def __getattr__(name: str) -> Any:
+    """Generation moved to ``introspect.decode``; old imports from here keep working."""
+    if name in _MOVED:
+        from introspect import decode
+
+        return getattr(decode, name)
+    raise AttributeError(f"module 'introspect.inject' has no attribute {name!r}")
