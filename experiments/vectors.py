@@ -14,11 +14,11 @@ import argparse
 import sys
 import time
 
-from experiments.run import USER_ERRORS, _Parser, _quiet_hf
+from experiments.settings import USER_ERRORS, Parser, quiet_hf
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = _Parser(prog="python -m experiments.vectors", description=__doc__,
+    ap = Parser(prog="python -m experiments.vectors", description=__doc__,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="default smollm2-135m-instruct")
     ap.add_argument("--layers", nargs="*", type=int, default=None)
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--debug", action="store_true")
     args = ap.parse_args(argv)
     if not sys.stderr.isatty():
-        _quiet_hf()
+        quiet_hf()
     try:
         from introspect.models import DEFAULT_MODEL, load_model
         from introspect.prompts import load_words

@@ -23,7 +23,8 @@ from introspect.report import (
     write_summary,
 )
 from introspect.report.figures import build_figures
-from introspect.report.metrics import _SUMMARIES, row
+from introspect.report.metrics import _SUMMARIES
+from introspect.tasks.tidy import row
 
 M1 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 M2 = "tiny/other-model"
@@ -331,7 +332,7 @@ def test_task_d_pairs_matched_trials():
     """Word-level offsets swamp an unpaired comparison; the paired difference recovers +0.01."""
     import pandas as pd
 
-    from introspect.report.metrics import summarize_d
+    from introspect.tasks.injection.metrics import summarize_d
 
     rows = []
     for i, offset in enumerate([-0.3, 0.0, 0.3, 0.6]):

@@ -1,6 +1,5 @@
 """Reports: load JSONL results into pandas, metrics with 95% CIs, plotly figures, HTML dashboard."""
 
-from introspect.report import selfknowledge as _selfknowledge  # noqa: F401,I001  (registers summaries)
 from introspect.report.dashboard import render_dashboard, write_dashboard
 from introspect.report.load import load_headers, load_results
 from introspect.report.metrics import register_summary, summarize, write_summary

@@ -1,6 +1,7 @@
-"""Registered tasks: importing this package registers every task by name (see ``base.TASKS``)."""
+"""Registered tasks: importing this package registers every task by name (see ``base.TASKS``).
 
-from introspect.tasks import task_a, task_b, task_c, task_d  # noqa: F401
+Two families, one folder each with its metrics: ``injection`` (concept-injection tasks A–D) and
+``selfknowledge`` (SEB, the Delegate Game, recovery).
+"""
 
-# isort: split
-from introspect.tasks import delegate, recovery, seb  # noqa: F401
+from introspect.tasks import injection, selfknowledge  # noqa: F401

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from introspect.stats import pairwise_order_accuracy
-from introspect.tasks import sk_metrics as M
+from introspect.tasks.selfknowledge import metrics as M
 
 
 def _df(task: str, grades: list[dict], variant: str = "v", condition: str = "clean") -> pd.DataFrame:
@@ -222,7 +222,7 @@ def test_auroc_by_hand():
 
 
 def test_recovery_remark_rule():
-    from introspect.tasks.recovery import REMARK
+    from introspect.tasks.selfknowledge.recovery import REMARK
 
     assert REMARK.search("Oops, that was a typo.") and REMARK.search("Wait, let me correct that")
     assert not REMARK.search("Step 1: 3 + 4 = 7. Answer: 7")

@@ -25,7 +25,14 @@ from introspect.data import ArithmeticQuestion, arithmetic_questions
 from introspect.inject import Generation, next_token_logprobs
 from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
-from introspect.tasks.seb import _knob, _opt, arith_tag, generate_sorted, parse_final_int, user
+from introspect.tasks.selfknowledge.common import (
+    _knob,
+    _opt,
+    arith_tag,
+    generate_sorted,
+    parse_final_int,
+    user,
+)
 
 PROMPT = "{q} Think step by step, then give the final answer as 'Answer: <number>'."
 KINDS = ("random", "least_likely")

@@ -13,9 +13,9 @@ from introspect.data import DataError
 from introspect.inject import next_token_logprobs
 from introspect.records import validate
 from introspect.report.load import flatten_trial
-from introspect.tasks import delegate, recovery, seb
 from introspect.tasks.base import ConfigError, get_task
-from introspect.tasks.sk_metrics import SK_COLUMNS, summarize_sk
+from introspect.tasks.selfknowledge import delegate, recovery, seb
+from introspect.tasks.selfknowledge.metrics import SK_COLUMNS, summarize_sk
 
 TASKS = ["seb-association", "seb-restriction", "seb-difficulty", "delegate", "recovery"]
 TINY = dict(n=2, history_len=4, n_options=4, n_tokens=(1, 2))

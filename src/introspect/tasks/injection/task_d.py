@@ -17,7 +17,12 @@ import torch
 from introspect import prompts as P
 from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
-from introspect.tasks.common import pick_concepts, render_checked, sentence_param, variants
+from introspect.tasks.injection.common import (
+    pick_concepts,
+    render_checked,
+    sentence_param,
+    variants,
+)
 from introspect.vectors import residuals
 
 VARIANTS = ("plain", "rewarded", "punished")

@@ -1,16 +1,17 @@
 """Helpers shared by the concept-injection tasks A–D: concept choice, injection specs, batching.
 
 Why shared: every task picks its concepts the same seeded way, turns (word, layer, α) into an
-``InjectionSpec`` the same way (α in unit or residual-norm units, both recorded), and runs a
-batch of trials through one ``generate`` call. Keeping that here keeps each task module about
-its protocol only.
+``InjectionSpec`` the same way (α in unit or residual-norm units, both recorded), and runs its
+trials chunk by chunk through one ``generate`` call each (``execute_generation``). Keeping that
+here keeps each task module about its protocol only.
 """
 
 from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from introspect.chat import Conversation, Prompt, render
@@ -81,6 +82,39 @@ def run_batch(ctx: RunContext, prompts: Sequence[Prompt], specs: Sequence[Any], 
               max_new_tokens: int | None = None) -> list[Generation]:
     return generate(ctx.model, prompts, specs, max_new_tokens=max_new_tokens or ctx.cfg.max_new_tokens,
                     batch_size=ctx.cfg.batch_size)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One trial after generation: its prompts, their injections (None = none), the outputs in
+    the same order, and whatever the task's ``make`` returned beside them."""
+
+    trial: Trial
+    prompts: list[Prompt]
+    specs: list[InjectionSpec | None]
+    gens: list[Generation]
+    extra: Any
+
+
+Made = tuple[Sequence[Prompt], Sequence[InjectionSpec | None], Any]
+
+
+def execute_generation(ctx: RunContext, trials: Sequence[Trial], make: Callable[[Trial], Made], *,
+                       chunk: int = 4) -> Iterator[Generated]:
+    """Run trials ``chunk × batch_size`` at a time: ``make(trial)`` gives the trial's prompts, one
+    injection spec per prompt and any extra value; every prompt of a chunk goes through one
+    ``run_batch`` call, and the outputs come back per trial, in trial order."""
+    size = ctx.cfg.batch_size * chunk
+    for lo in range(0, len(trials), size):
+        made = []
+        for t in trials[lo:lo + size]:
+            ps, ss, extra = make(t)
+            if len(ps) != len(ss):
+                raise ValueError(f"trial {t.condition}/{t.index}: {len(ps)} prompts but {len(ss)} specs")
+            made.append((t, list(ps), list(ss), extra))
+        gens = iter(run_batch(ctx, [p for m in made for p in m[1]], [s for m in made for s in m[2]]))
+        for t, ps, ss, extra in made:
+            yield Generated(t, ps, ss, [next(gens) for _ in ps], extra)
 
 
 def gen_info(ctx: RunContext, max_new_tokens: int | None = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from introspect.chat import Conversation, Prompt, render
+from introspect.chat import Conversation
 from introspect.data import (
     DataError,
     MCQuestion,
@@ -31,87 +31,20 @@ from introspect.data import (
     load_xstest,
 )
 from introspect.grading import forms_pattern, normalize_word
-from introspect.inject import Generation, generate
 from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
-from introspect.tasks.sk_metrics import pairwise_accuracy, true_difficulty_order
-
-# ---------------------------------------------------------------- shared helpers (also used by
-# delegate and recovery)
-
-
-def run_sessions(ctx: RunContext, convs: Sequence[Conversation], max_new_tokens: int,
-                 ) -> tuple[list[Prompt], list[Generation]]:
-    """Render and greedily generate, shortest prompts batched together (less padding)."""
-    tok = ctx.model.tokenizer
-    prompts = [render(tok, c) for c in convs]
-    return prompts, generate_sorted(ctx, prompts, max_new_tokens)
-
-
-def generate_sorted(ctx: RunContext, prompts: Sequence[Prompt], max_new_tokens: int,
-                    ) -> list[Generation]:
-    if not prompts:
-        return []
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    gens = generate(ctx.model, [prompts[i] for i in order], max_new_tokens=max_new_tokens,
-                    batch_size=ctx.cfg.batch_size)
-    out: list[Generation | None] = [None] * len(prompts)
-    for i, g in zip(order, gens):
-        out[i] = g
-    return out  # type: ignore[return-value]
-
-
-def user(text: str, prefill: str | None = None) -> Conversation:
-    return Conversation.of(("user", text), prefill=prefill)
-
-
-def parse_letter(text: str, letters: str = "AB") -> str | None:
-    """The chosen option letter (upper case only, so the article "a" never counts): a leading
-    letter standing alone ("B", "B: ...", "Option B,"; not "A pet ..."), else the only letter
-    written as an option label ("B:", "(B)", "is B."); None if absent or ambiguous."""
-    cls = f"[{letters}]"
-    m = re.match(rf"[\s\"'*(]*(?:(?i:option|answer)\s*(?:is)?\s*:?\s*)?({cls})(?=\s*$|\s*[:.),\]])",
-                 text)
-    if m:
-        return m.group(1)
-    found = set(re.findall(rf"(?<![A-Za-z0-9])\(?({cls})(?:[:.)]|$)", text))
-    found |= set(re.findall(rf"(?i:\boption|\banswer is)\s+\(?({cls})\b", text))
-    return found.pop() if len(found) == 1 else None
-
-
-_INT = re.compile(r"(?<![\d.])-?\d[\d,]*(?![\d])")
-
-
-def parse_final_int(text: str) -> int | None:
-    """The final answer: the number after the last "Answer:"/"=" if any, else the last integer."""
-    for pat in (r"answer\s*(?:is)?\s*:?\s*", r"=\s*"):
-        hits = list(re.finditer(pat + r"(-?\d[\d,]*)", text, re.I))
-        if hits:
-            return int(hits[-1].group(1).replace(",", ""))
-    nums = _INT.findall(text)
-    return int(nums[-1].replace(",", "")) if nums else None
-
-
-def arith_tag(digits: Any, terms: Any, ops: str) -> str:
-    """Short name of an arithmetic setting ("arith-d1-3t2+-*"), so runs at different
-    difficulty knobs get different variants and are never pooled by the summaries."""
-    def f(v: Any) -> str:
-        return "-".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
-    return f"arith-d{f(digits)}t{f(terms)}{ops}"
-
-
-def _opt(ctx: RunContext, key: str, default: Any) -> Any:
-    v = ctx.cfg.option(key, default)
-    return default if v is None else v
-
-
-def _n(ctx: RunContext, default: int) -> int:
-    return int(_opt(ctx, "n", default))
-
-
-def _session_log(prompts: Sequence[Prompt], gens: Sequence[Generation]) -> list[dict[str, str]]:
-    return [{"prompt": p.text, "response": g.text} for p, g in zip(prompts, gens)]
-
+from introspect.tasks.selfknowledge.common import (
+    _knob,
+    _n,
+    _opt,
+    _session_log,
+    arith_tag,
+    parse_final_int,
+    parse_letter,
+    run_sessions,
+    user,
+)
+from introspect.tasks.selfknowledge.metrics import pairwise_accuracy, true_difficulty_order
 
 # ---------------------------------------------------------------- association (002 §3.1)
 ASSOC_LIST = ("List 5 words that you associate with the word '{target}'. "
@@ -282,10 +215,6 @@ def _difficulty_items(source: str, seed: int, n: int, digits: Any, terms: Any, o
                         "JSONL or hendrycks CSV file")
     random.Random(f"seb-difficulty:{seed}").shuffle(qs)
     return Path(source).stem, {q.id: q for q in qs[:4 * n]}
-
-
-def _knob(v: Any) -> Any:
-    return tuple(v) if isinstance(v, (list, tuple)) else v
 
 
 def _diff_source(ctx: RunContext) -> tuple[str, dict[str, Any]]:

@@ -28,8 +28,15 @@ from introspect.grading import normalize_word
 from introspect.inject import Generation
 from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
-from introspect.tasks.seb import _knob, _opt, arith_tag, parse_letter, run_sessions, user
-from introspect.tasks.sk_metrics import letter_entropy
+from introspect.tasks.selfknowledge.common import (
+    _knob,
+    _opt,
+    arith_tag,
+    parse_letter,
+    run_sessions,
+    user,
+)
+from introspect.tasks.selfknowledge.metrics import letter_entropy
 
 Question = MCQuestion | ShortQuestion
 PREFILL = "Answer:"

@@ -17,17 +17,7 @@ from introspect import prompts as P
 from introspect.grading import grade_task_C, parse_intent
 from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
-from introspect.tasks.common import (
-    YesNo,
-    gen_info,
-    grid,
-    pick_concepts,
-    render_checked,
-    run_batch,
-    sentence_param,
-    spec_for,
-    variants,
-)
+from introspect.tasks.injection import common
 
 VARIANTS = ("paper", "seed")
 
@@ -40,15 +30,15 @@ def _other(concepts: list[str], word: str, ctx: RunContext) -> str:
 
 
 def plan(ctx: RunContext) -> list[Trial]:
-    concepts = pick_concepts(ctx)
+    concepts = common.pick_concepts(ctx)
     out: list[Trial] = []
-    for v in variants(ctx, VARIANTS, ("paper",)):
+    for v in common.variants(ctx, VARIANTS, ("paper",)):
         for word in concepts:
             for i in range(ctx.cfg.n_trials):
-                s = sentence_param(concepts, word, i)
+                s = common.sentence_param(concepts, word, i)
                 out.append(Trial("C", "control", i, None, 0.0, word, v, (s,)))
                 other = ("other", _other(concepts, word, ctx))
-                for layer, a in grid(ctx):
+                for layer, a in common.grid(ctx):
                     out.append(Trial("C", "injected", i, layer, a, word, v, (s,)))
                     out.append(Trial("C", "mismatch", i, layer, a, word, v, (other, s)))
     return out
@@ -56,27 +46,27 @@ def plan(ctx: RunContext) -> list[Trial]:
 
 def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     sentences = P.load_sentences()
-    yes_no = YesNo(ctx.model.tokenizer)
-    for lo in range(0, len(trials), ctx.cfg.batch_size * 4):
-        chunk = trials[lo:lo + ctx.cfg.batch_size * 4]
-        prompts, specs, effs = [], [], []
-        for t in chunk:
-            sentence = sentences[t.param("sentence")]
-            p = render_checked(ctx, P.task_c(sentence, t.word, form=t.variant), no_leak=[t.word], allow_in=("assistant",))
-            spec, eff = None, 0.0
-            if t.condition != "control":
-                spec, eff = spec_for(ctx, t, p.positions(P.SENTENCE_MARK), word=t.param("other", t.word))
-            prompts.append(p)
-            specs.append(spec)
-            effs.append(eff)
-        for t, p, spec, eff, g in zip(chunk, prompts, specs, effs, run_batch(ctx, prompts, specs)):
-            yield ctx.record(
-                t, injected=spec is not None, alpha_effective=eff, prompt=p.text, response=g.text,
-                grade=grade_task_C(parse_intent(g.text)), gen=gen_info(ctx),
-                token_positions=p.positions(P.SENTENCE_MARK) if spec is not None else None,
-                extra={"sentence": sentences[t.param("sentence")], "injected_word": t.param("other", t.word) if spec else None},
-                **yes_no(g),
-            )
+    yes_no = common.YesNo(ctx.model.tokenizer)
+
+    def make(t: Trial):
+        sentence = sentences[t.param("sentence")]
+        conv = P.task_c(sentence, t.word, form=t.variant)
+        p = common.render_checked(ctx, conv, no_leak=[t.word], allow_in=("assistant",))
+        spec, eff = None, 0.0
+        if t.condition != "control":
+            spec, eff = common.spec_for(ctx, t, p.positions(P.SENTENCE_MARK), word=t.param("other", t.word))
+        return [p], [spec], eff
+
+    for r in common.execute_generation(ctx, trials, make):
+        t, p, g, spec = r.trial, r.prompts[0], r.gens[0], r.specs[0]
+        yield ctx.record(
+            t, injected=spec is not None, alpha_effective=r.extra, prompt=p.text, response=g.text,
+            grade=grade_task_C(parse_intent(g.text)), gen=common.gen_info(ctx),
+            token_positions=p.positions(P.SENTENCE_MARK) if spec is not None else None,
+            extra={"sentence": sentences[t.param("sentence")],
+                   "injected_word": t.param("other", t.word) if spec else None},
+            **yes_no(g),
+        )
 
 
 register(TaskSpec("C", "Prefill intent: was the out-of-place word intentional, with and without retro-injection", plan, execute))

@@ -1,0 +1,302 @@
+"""The settings both CLIs share: flags, preset/sweep YAML files, their merge and check, and the run they drive.
+
+``experiments.run`` and ``experiments.sweep`` are thin entry points over this module, so neither
+imports the other. Settings come from, in increasing priority: built-in defaults, ``--preset``
+(a YAML in experiments/presets), ``--sweep`` file, explicit flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from introspect.tasks.base import ConfigError, TaskConfig
+
+PRESETS_DIR = Path(__file__).resolve().parent / "presets"
+KEYS = ("models", "tasks", "layers", "layers_grid", "alphas", "alpha_units", "n_concepts",
+        "n_trials", "seed", "max_new_tokens", "batch_size", "variant", "options", "words_file", "out")
+CORE_TASKS = ("A", "B", "C", "D")
+MAX_ROWS = 60  # metric rows printed at the end of a run (all of them go to summary.csv)
+_INT_KEYS = ("layers_grid", "n_concepts", "n_trials", "seed", "max_new_tokens", "batch_size")
+
+
+RUN_HELP = """Run introspection tasks on one model (or a sweep file) and write JSONL results + dashboard.
+
+    python -m experiments.run --preset quick                       # A–D on the default model
+    python -m experiments.run --task A --layers 10 15 20 --alphas 8 32 64 --n-concepts 5
+    python -m experiments.run --task all --model meta-llama/Meta-Llama-3-8B-Instruct --preset full
+    python -m experiments.run --sweep experiments/presets/full.yaml --shard 3/8 --out results/s3
+
+Settings come from, in increasing priority: built-in defaults, ``--preset`` (a YAML in
+experiments/presets), ``--sweep`` file, explicit flags. Reruns resume: trials already in
+``<out>/<model>/<task>.jsonl`` are skipped. Bad input is one ``error:`` line and exit 2.
+"""
+
+USER_ERRORS = (ValueError, OSError)  # ConfigError, ModelError, InjectionError, PromptLeakError...
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too)
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The flags of ``experiments.run`` (``experiments.sweep`` passes its file as ``--sweep``)."""
+    ap = Parser(prog="python -m experiments.run", description=RUN_HELP,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    a = ap.add_argument
+    a("--task", dest="tasks", nargs="+", action="extend", metavar="T",
+      help="A B C D, all (= A–D), or any registered task; comma lists allowed")
+    a("--model", help="registry name, hub id or local HF dir (default smollm2-135m-instruct)")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--layers", nargs="*", type=int, metavar="L", help="layer indices")
+    g.add_argument("--layers-grid", type=int, metavar="N",
+                   help="N evenly spaced layers, excluding the first and last")
+    a("--alphas", nargs="*", type=float, metavar="A", help="injection strengths")
+    a("--alpha-units", choices=("unit", "resid"),
+      help="unit: alpha x unit vector; resid: alpha x the layer's mean residual norm")
+    a("--n-concepts", type=int)
+    a("--n-trials", type=int)
+    a("--seed", type=int)
+    a("--out", help="results directory (default results)")
+    a("--preset", help="quick | full | path to a preset YAML")
+    a("--variant", help="task prompt variant(s), comma separated, or 'all'")
+    a("--option", action="append", default=[], metavar="KEY=VALUE",
+      help="task-specific option (value parsed as YAML), repeatable")
+    a("--words-file", help="concept words YAML (default concepts/words.yaml)")
+    a("--shard", metavar="k/N", help="run only shard k of N (0-based)")
+    a("--max-new-tokens", type=int)
+    a("--batch-size", type=int)
+    a("--device-map", help="e.g. auto: spread one model over all visible GPUs")
+    a("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    a("--dtype", help="fp32 | fp16 | bf16 (default per model)")
+    a("--no-resume", action="store_true", help="rerun trials already in the results files")
+    a("--no-progress", action="store_true")
+    a("--debug", action="store_true", help="show tracebacks")
+    a("--sweep", metavar="CONFIG.yaml", help="run a sweep file (see experiments.sweep)")
+    return ap
+
+
+def _options(items: list[str]) -> dict[str, Any]:
+    out = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--option must look like key=value, got {item!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(val) if val.strip() else ""
+        except yaml.YAMLError:
+            out[key.strip()] = val
+    return out
+
+
+def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """Merge defaults < preset < sweep file < explicit flags into one sweep-style dict."""
+    s: dict[str, Any] = {}
+    if args.preset:
+        s.update(load_settings(args.preset))
+    if args.sweep:
+        s.update(load_settings(args.sweep))
+    flags = {
+        "tasks": args.tasks, "alphas": args.alphas, "alpha_units": args.alpha_units,
+        "n_concepts": args.n_concepts, "n_trials": args.n_trials, "seed": args.seed,
+        "out": args.out, "variant": args.variant, "max_new_tokens": args.max_new_tokens,
+        "batch_size": args.batch_size, "words_file": args.words_file,
+        "models": [args.model] if args.model else None,
+    }
+    s.update({k: v for k, v in flags.items() if v is not None})
+    if args.layers is not None:
+        s["layers"] = args.layers
+        s.pop("layers_grid", None)
+    elif args.layers_grid is not None:
+        s["layers_grid"] = args.layers_grid
+        s.pop("layers", None)
+    if args.option:
+        s["options"] = {**(s.get("options") or {}), **_options(args.option)}
+    return check_settings(s, "command line")
+
+
+def _num(key: str, v: Any, kind: type) -> Any:
+    if isinstance(v, bool) or not isinstance(v, (int, float) if kind is float else int):
+        if isinstance(v, str) and kind is float and v.strip().lower() in ("nan", "inf", "-inf", ".nan"):
+            return float(v)
+        raise ConfigError(f"{key}: expected {'a number' if kind is float else 'an integer'}, got {v!r}")
+    return kind(v)
+
+
+def _list(key: str, v: Any) -> list:
+    if v is None:
+        return []
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def check_settings(raw: Any, source: str) -> dict[str, Any]:
+    """Validate a sweep mapping's keys and value types; return a normalised copy."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a YAML mapping of settings, got {type(raw).__name__}")
+    unknown = [k for k in raw if k not in KEYS]
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed keys: {', '.join(KEYS)}")
+    s = dict(raw)
+    if s.get("layers") is not None and s.get("layers_grid") is not None:
+        raise ConfigError(f"{source}: give either layers or layers_grid, not both")
+    for key in _INT_KEYS:
+        if s.get(key) is not None:
+            s[key] = _num(key, s[key], int)
+    if "layers" in s:
+        s["layers"] = [_num("layers", x, int) for x in _list("layers", s["layers"])]
+    if "alphas" in s:
+        s["alphas"] = [_num("alphas", x, float) for x in _list("alphas", s["alphas"])]
+    for key in ("models", "tasks"):
+        if key in s:
+            s[key] = [str(x) for x in _list(key, s[key])]
+    if s.get("options") is not None and not isinstance(s["options"], dict):
+        raise ConfigError(f"{source}: options must be a mapping (key: value)")
+    return s
+
+
+def load_settings(path: Path | str) -> dict[str, Any]:
+    """A sweep/preset YAML file as a checked settings dict; a bare preset name also works."""
+    p = Path(path)
+    if not p.exists() and (PRESETS_DIR / f"{path}.yaml").exists():
+        p = PRESETS_DIR / f"{path}.yaml"
+    elif not p.exists() and not p.suffix:
+        names = ", ".join(sorted(q.stem for q in PRESETS_DIR.glob("*.yaml")))
+        raise ConfigError(f"unknown preset {str(path)!r}; presets: {names} (or a YAML file path)")
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"cannot read sweep config {p}: {e.strerror or e}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML ({type(e).__name__})") from e
+    return check_settings(raw, str(p))
+
+
+def expand_tasks(tasks: list[str]) -> list[str]:
+    """``all`` means the four injection tasks A–D; comma lists are split."""
+    out: list[str] = []
+    for t in tasks:
+        for part in str(t).split(","):
+            part = part.strip()
+            if part:
+                out += list(CORE_TASKS) if part.lower() == "all" else [part]
+    return list(dict.fromkeys(out))
+
+
+def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
+    """TaskConfig from settings; ``layers_grid`` is resolved against ``n_layers`` when given."""
+    from introspect.runner import layers_grid
+
+    layers = tuple(s.get("layers") or ())
+    if s.get("layers_grid") is not None and not layers and n_layers is not None:
+        layers = layers_grid(n_layers, int(s["layers_grid"]))
+    alphas = tuple(float(a) for a in s.get("alphas") or ())
+    if any(not math.isfinite(a) for a in alphas):
+        raise ConfigError(f"alphas must be finite numbers, got {[a for a in alphas if not math.isfinite(a)][0]}")
+    base = TaskConfig()
+    kw = {k: s[k] for k in ("alpha_units", "n_concepts", "n_trials", "seed", "max_new_tokens",
+                            "batch_size", "variant", "words_file") if s.get(k) is not None}
+    cfg = TaskConfig(layers=layers, alphas=alphas if "alphas" in s else base.alphas, **kw)
+    return cfg.with_options(**s["options"]) if s.get("options") else cfg
+
+
+def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, progress: bool = True,
+                 device_map: str | None = None, device: str | None = None, dtype: str | None = None,
+                 resume: bool = True) -> int:
+    """Run every model of a settings dict, print summaries, write summary + dashboard. Returns 0."""
+    from introspect.models import DEFAULT_MODEL, load_model
+    from introspect.runner import run_grid, validate
+
+    models = s.get("models") or [DEFAULT_MODEL]
+    tasks = expand_tasks(s.get("tasks") or list(CORE_TASKS))
+    out = Path(s.get("out") or "results")
+    cfg0 = task_config(s)
+    # Everything checkable without a model fails here, before any (slow) load.
+    validate(cfg0, tasks, out, shard=shard, need_layers=s.get("layers_grid") is None)
+    notes = [f"device_map={device_map}"] if device_map else []
+    summaries = []
+    for name in models:
+        model = load_model(name, dtype=dtype, device=device, device_map=device_map)
+        cfg = task_config(s, model.cfg.n_layers)
+        summary = run_grid(model, tasks, cfg, out, shard=shard, resume=resume, progress=progress,
+                           notes=notes)
+        summaries.append(summary)
+        grid = (f"  layers={list(cfg.layers)}  alphas={list(cfg.alphas)} ({cfg.alpha_units})"
+                if cfg.layers else "")
+        print(f"\n== {summary.model}{grid}  shard={shard and f'{shard[0]}/{shard[1]}'}")
+        print(summary.table())
+        del model
+    report(out, summaries)
+    return 0
+
+
+def report(out: Path, summaries: list) -> None:
+    """Print the metrics table and output paths; write summary CSV/JSON and the dashboard."""
+    try:
+        from introspect.report import load_results, summarize, write_dashboard, write_summary
+    except ImportError:  # report module unavailable: counts above are the summary
+        summarize = None
+    if summarize is not None and out.is_dir() and any(out.rglob("*.jsonl")):
+        table = summarize(load_results(out))
+        if not table.empty:
+            import pandas as pd
+
+            cols = ["model_id", "task", "variant", "layer_idx", "alpha", "metric", "condition",
+                    "value", "lo", "hi", "n"]
+            shown = table[[c for c in cols if c in table]].head(MAX_ROWS)
+            with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
+                print("\n" + shown.to_string(index=False))
+            if len(table) > MAX_ROWS:
+                print(f"... {len(table) - MAX_ROWS} more rows in summary.csv")
+        csv_path, json_path = write_summary(out)
+        dash = write_dashboard(out)
+        print(f"\nsummary: {csv_path} {json_path}\ndashboard: {dash}")
+    for s in summaries:
+        for task, path in s.files.items():
+            print(f"results {task}: {path}")
+
+
+def quiet_hf() -> None:
+    """No HF loading bars in logs (SLURM files, tests): stderr stays for errors and warnings."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags, merge settings, run them; bad input is one ``error:`` line and 2."""
+    args = build_parser().parse_args(argv)
+    if args.no_progress or not sys.stderr.isatty():
+        quiet_hf()
+    try:
+        from introspect.runner import parse_shard
+
+        shard = parse_shard(args.shard)
+        settings = settings_from_args(args)
+        return run_settings(settings, shard=shard, progress=not args.no_progress,
+                            device_map=args.device_map, device=args.device, dtype=args.dtype,
+                            resume=not args.no_resume)
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    except Exception as e:
+        user = isinstance(e, USER_ERRORS) or any(c.__name__ == "DataError" for c in type(e).__mro__)
+        if args.debug or not user:
+            raise
+        msg = " ".join(str(e).split()) or type(e).__name__
+        print(f"error: {msg}", file=sys.stderr)
+        return 2

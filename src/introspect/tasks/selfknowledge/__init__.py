@@ -1,0 +1,3 @@
+"""Self-knowledge benchmarks (SEB, Delegate Game, recovery): importing this package registers them."""
+
+from introspect.tasks.selfknowledge import delegate, recovery, seb  # noqa: F401
