@@ -1,0 +1,92 @@
+"""Compare models side by side: each task's headline figure per model with its 95% CI.
+
+    python -m experiments.compare results/                       # every model folder under results/
+    python -m experiments.compare results/qwen results/gemma --out compare.html
+
+Reads every ``*.jsonl`` under each RESULTS_DIR (model folders as ``experiments.run`` writes
+them), and writes one self-contained HTML page (plotly inline, opens offline) plus the tidy
+headline table as CSV beside it (``compare.csv``). A missing directory, or no records at all, is
+one ``error:`` line and exit 2, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import NoReturn
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def default_out(dirs: list[Path]) -> Path:
+    """``DIR/compare.html`` for one directory, else in the directories' common parent."""
+    if len(dirs) == 1:
+        return dirs[0] / "compare.html"
+    return Path(os.path.commonpath([str(d.resolve()) for d in dirs])) / "compare.html"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _Parser(prog="python -m experiments.compare", description=__doc__,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dirs", nargs="+", type=Path, metavar="RESULTS_DIR",
+                    help="results directories (searched recursively for *.jsonl)")
+    ap.add_argument("--out", type=Path, help="HTML file (default: DIR/compare.html)")
+    ap.add_argument("--title", default="", help="page title")
+    args = ap.parse_args(argv)
+    missing = [str(d) for d in args.dirs if not d.is_dir()]
+    if missing:
+        print(f"error: results directory not found: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    import pandas as pd
+
+    from introspect.report import load_headers, load_results, summarize
+    from introspect.report.compare import compare, render_compare, wide_table
+    from introspect.report.load import jsonl_files
+
+    if not any(jsonl_files(d) for d in args.dirs):
+        print(f"error: no *.jsonl files under {', '.join(map(str, args.dirs))}; run "
+              "python -m experiments.run first", file=sys.stderr)
+        return 2
+    trials = pd.concat([load_results(d) for d in args.dirs], ignore_index=True)
+    headers = pd.concat([load_headers(d) for d in args.dirs], ignore_index=True)
+    if "trial_id" in trials:  # the same folder given twice (or nested) counts each trial once
+        has_id = trials["trial_id"].fillna("").astype(str) != ""
+        trials = pd.concat([trials[has_id].drop_duplicates("trial_id", keep="last"), trials[~has_id]])
+    if trials.empty:
+        print("error: the records hold no trials (only run headers)", file=sys.stderr)
+        return 2
+    comp = compare(summarize(trials.reset_index(drop=True)), headers)
+    out = args.out or default_out(args.dirs)
+    html = render_compare(comp, title=args.title, source=", ".join(map(str, args.dirs)))
+    csv_path = out.with_suffix(".csv")
+    _atomic_write(csv_path, comp.headline.to_csv(index=False))
+    _atomic_write(out, html)
+    table = wide_table(comp)
+    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
+        print(table.to_string(index=False) if not table.empty else "(no task metrics)")
+    print(f"wrote {out} and {csv_path} ({len(comp.models)} models)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

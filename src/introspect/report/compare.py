@@ -1,0 +1,272 @@
+"""One report across models: each task's headline figure per model, side by side, with its CI.
+
+Why a page of its own: the dashboard shows every cell of one grid; comparing families needs the
+opposite, one number per task and model with its interval, next to what each model *is* (a
+model-card row: family, parameters, layers, d_model, quantization at rest, dtype), because a
+null on a 4-bit 135M model and one on a 0.5B model mean different things. Pure functions: the
+caller loads records (``load_results`` / ``load_headers`` over several model folders) and gets a
+``Comparison`` and its HTML back; writing files is the CLI's job.
+
+Injection tasks run a grid of (layer, α) cells; per model, the cell with the largest headline
+estimate is shown, with the number of cells it was picked from (a post-hoc pick: its nominal
+interval is optimistic when that number is > 1). The task's other figures are read in the same
+cell, and so is the steering check (metrics named ``steer*``) when the records have one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+CARD_PREFIX = "model card: "  # introspect.models.CARD_NOTE (kept literal: reports load without torch)
+CARD_COLUMNS = ["model", "family", "parameters", "layers", "d_model", "quantization", "dtype",
+                "fingerprint"]
+HEADLINE_COLUMNS = ["task", "variant", "metric", "role", "model_id", "value", "lo", "hi", "n",
+                    "layer_idx", "alpha", "alpha_units", "n_cells"]
+
+# Per task: the headline metric first (it picks the cell), then figures read in the same cell.
+HEADLINES: dict[str, tuple[str, ...]] = {
+    "A": ("net", "tpr", "fpr", "identification"),
+    "B": ("strict_success:injected", "thought_correct:injected", "strict_success:control"),
+    "C": ("delta_intentional:injected", "intentional:injected", "intentional:control"),
+    "D": ("peak_delta_cos", "auc_delta_cos", "auc_delta_cos_ctrl"),
+    "seb-association": ("accuracy_minus_all_no", "accuracy", "precision"),
+    "seb-restriction": ("accuracy", "over_niceness"),
+    "seb-difficulty": ("accuracy", "parse_rate"),
+    "delegate": ("self_accuracy_lift", "delegation_rate", "introspection_mcc"),
+    "recovery": ("accuracy_drop_vs_clean", "recovery_rate"),
+}
+STEERING_PREFIX = "steer"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Model cards (one row per model) and the headline table (tidy, one row per figure)."""
+
+    cards: pd.DataFrame
+    headline: pd.DataFrame
+    models: tuple[str, ...]
+
+
+# ---------------------------------------------------------------- model cards
+
+
+def _card_from_notes(notes: object) -> dict | None:
+    for note in notes if isinstance(notes, (list, tuple)) else ():
+        if isinstance(note, str) and note.startswith(CARD_PREFIX):
+            try:
+                card = json.loads(note[len(CARD_PREFIX):])
+            except ValueError:
+                continue
+            if isinstance(card, dict):
+                return card
+    return None
+
+
+def model_cards(headers: pd.DataFrame, models: list[str] | None = None) -> pd.DataFrame:
+    """One card per model from its run headers (``model_card`` field or the card note; the
+    latest header wins). Models with no card get their fingerprint and blanks."""
+    cards: dict[str, dict] = {}
+    if not headers.empty:
+        rows = headers.sort_values("ts", na_position="first") if "ts" in headers else headers
+        for r in rows.to_dict("records"):
+            model = r.get("model_id")
+            if not isinstance(model, str):
+                continue
+            card = r.get("model_card") if isinstance(r.get("model_card"), dict) else None
+            card = card or _card_from_notes(r.get("notes"))
+            if card or model not in cards:
+                cards[model] = {"fingerprint": r.get("fingerprint"), **(card or {}), "model": model}
+    for m in models or []:
+        cards.setdefault(m, {"model": m})
+    df = pd.DataFrame([{c: card.get(c) for c in CARD_COLUMNS} for card in cards.values()],
+                      columns=CARD_COLUMNS)
+    df["parameters"] = pd.to_numeric(df["parameters"], errors="coerce")
+    return df.sort_values(["parameters", "model"], na_position="last").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- headline figures
+
+
+def _same_cell(g: pd.DataFrame, best: pd.Series) -> pd.DataFrame:
+    mask = np.ones(len(g), bool)
+    for c in ("layer_idx", "alpha", "alpha_units"):
+        col = g[c].astype(object).where(g[c].notna(), None).to_numpy()
+        want = None if pd.isna(best[c]) else best[c]
+        mask &= np.array([v == want for v in col])
+    return g[mask]
+
+
+def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Tidy headline rows from a ``summarize`` table (any number of models)."""
+    out: list[dict] = []
+    if summary.empty:
+        return pd.DataFrame(columns=HEADLINE_COLUMNS)
+    s = summary.copy()
+    s["variant"] = s["variant"].fillna("default")
+    for (task, variant, model), g in s.groupby(["task", "variant", "model_id"], sort=True):
+        wanted = HEADLINES.get(str(task)) or (str(g["metric"].iloc[0]),)
+        present = [m for m in wanted if (g["metric"] == m).any()]
+        if not present:
+            continue
+        cells = g[(g["metric"] == present[0]) & g["value"].notna()]
+        if cells.empty:
+            cells = g[g["metric"] == present[0]]
+        best = cells.loc[cells["value"].fillna(-np.inf).idxmax()]
+        cell = _same_cell(g, best)
+        steer = sorted(m for m in cell["metric"].unique() if str(m).startswith(STEERING_PREFIX))
+        for rank, metric in enumerate([*present, *steer]):
+            r = cell[cell["metric"] == metric]
+            if r.empty:
+                continue
+            r = r.iloc[0]
+            role = "headline" if rank == 0 else ("steering" if metric in steer else "same cell")
+            out.append({"task": task, "variant": variant, "metric": metric, "role": role,
+                        "model_id": model, "value": r["value"], "lo": r["lo"], "hi": r["hi"],
+                        "n": int(r["n"]), "layer_idx": r["layer_idx"], "alpha": r["alpha"],
+                        "alpha_units": r["alpha_units"], "n_cells": int(len(cells))})
+    return pd.DataFrame(out, columns=HEADLINE_COLUMNS)
+
+
+def compare(summary: pd.DataFrame, headers: pd.DataFrame) -> Comparison:
+    """The comparison of every model in a ``summarize`` table and its run headers."""
+    headline = headline_table(summary)
+    found = sorted(set(summary["model_id"].dropna()) if not summary.empty else set())
+    cards = model_cards(headers, found)
+    cards = cards[cards["model"].isin(found)] if found else cards
+    order = tuple(cards["model"]) + tuple(m for m in found if m not in set(cards["model"]))
+    return Comparison(cards.reset_index(drop=True), headline, order)
+
+
+def _fmt(v: float) -> str:
+    return "" if pd.isna(v) else f"{v:.3g}"
+
+
+def cell_text(r: pd.Series) -> str:
+    """``0.33 [0.10, 0.70] n=9 · L12 α16`` (interval and cell only where they exist)."""
+    txt = _fmt(r["value"])
+    if not (pd.isna(r["lo"]) or pd.isna(r["hi"])):
+        txt += f" [{_fmt(r['lo'])}, {_fmt(r['hi'])}]"
+    txt += f" n={int(r['n'])}"
+    where = []
+    if not pd.isna(r["layer_idx"]):
+        where.append(f"L{int(r['layer_idx'])}")
+    if not pd.isna(r["alpha"]) and r["alpha"] != 0:
+        where.append(f"α{r['alpha']:g}")
+    if where:
+        txt += " · " + " ".join(where) + (f" (best of {r['n_cells']})" if r["n_cells"] > 1 else "")
+    return txt
+
+
+def wide_table(comp: Comparison) -> pd.DataFrame:
+    """Rows (task, variant, metric), one column per model, cells from ``cell_text``."""
+    h = comp.headline
+    if h.empty:
+        return pd.DataFrame(columns=["task", "variant", "metric", *comp.models])
+    h = h.assign(text=h.apply(cell_text, axis=1))
+    wide = h.pivot_table(index=["task", "variant", "metric"], columns="model_id", values="text",
+                         aggfunc="first", sort=False).reset_index()
+    for m in comp.models:
+        if m not in wide:
+            wide[m] = ""
+    order = {t: i for i, t in enumerate(HEADLINES)}
+    first = h.drop_duplicates(["task", "variant", "metric"]).reset_index(drop=True)
+    rank = {(r.task, r.variant, r.metric): (order.get(r.task, len(order)), r.task, i)
+            for i, r in enumerate(first.itertuples())}
+    wide["_k"] = [rank[(t, v, m)] for t, v, m in zip(wide["task"], wide["variant"], wide["metric"])]
+    wide = wide.sort_values("_k").drop(columns="_k")
+    return wide[["task", "variant", "metric", *comp.models]].fillna("").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- figure and page
+
+
+def headline_figure(comp: Comparison) -> go.Figure | None:
+    """One forest plot per (task, variant): each model's headline estimate with its 95% CI."""
+    from plotly.colors import qualitative
+
+    h = comp.headline[comp.headline["role"] == "headline"]
+    if h.empty:
+        return None
+    keys = list(dict.fromkeys(zip(h["task"], h["variant"], h["metric"])))
+    keys.sort(key=lambda k: (list(HEADLINES).index(k[0]) if k[0] in HEADLINES else 99, k))
+    fig = make_subplots(rows=len(keys), cols=1, vertical_spacing=min(0.12, 0.5 / len(keys)),
+                        subplot_titles=[f"{t} · {v} · {m}" for t, v, m in keys])
+    colors = {m: qualitative.Plotly[i % 10] for i, m in enumerate(comp.models)}
+    for i, (t, v, m) in enumerate(keys, 1):
+        sub = h[(h["task"] == t) & (h["variant"] == v) & (h["metric"] == m)]
+        for r in sub.itertuples():
+            lo, hi = (r.value if pd.isna(x) else x for x in (r.lo, r.hi))
+            fig.add_trace(go.Scatter(
+                x=[r.value], y=[r.model_id], mode="markers", marker=dict(size=10, color=colors.get(r.model_id)),
+                error_x=dict(type="data", symmetric=False, array=[hi - r.value], arrayminus=[r.value - lo]),
+                name=r.model_id, legendgroup=r.model_id, showlegend=i == 1,
+                hovertemplate=f"{r.model_id}<br>{m}: %{{x:.3g}}<br>95% CI [{_fmt(r.lo)}, {_fmt(r.hi)}]"
+                              f"<br>n={r.n}<extra></extra>"), row=i, col=1)
+        fig.update_yaxes(categoryorder="array", categoryarray=list(comp.models)[::-1], row=i, col=1)
+    fig.update_layout(template="plotly_white", height=150 + 170 * len(keys),
+                      margin=dict(l=200, r=30, t=60, b=40), legend=dict(orientation="h", y=1.02 + 0.3 / len(keys)))
+    return fig
+
+
+def _fmt_params(v: object) -> str:
+    return "" if v is None or pd.isna(v) else f"{int(v):,}"
+
+
+def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
+    """Self-contained HTML (plotly.js inline, no CDN) of a comparison."""
+    from introspect.report.dashboard import _COUNT_PLOTS, _CSS, _ERROR_HOOK, _esc, _table
+
+    title = title or "Introspection across models"
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    card_rows = [[r.model, r.family, _fmt_params(r.parameters),
+                  "" if pd.isna(r.layers) else int(r.layers), "" if pd.isna(r.d_model) else int(r.d_model),
+                  r.quantization, r.dtype, r.fingerprint] for r in comp.cards.itertuples()]
+    cards = _table(card_rows, ["model", "family", "parameters", "layers", "d_model",
+                               "quantization at rest", "dtype", "fingerprint"], mono={7})
+    wide = wide_table(comp)
+    table = (_table(wide.values.tolist(), list(wide.columns)) if not wide.empty
+             else '<p class="empty">No task metrics in these records.</p>')
+    fig = headline_figure(comp)
+    fig_html = fig.to_html(full_html=False, include_plotlyjs=False, div_id="plot-headline",
+                           config={"displaylogo": False, "responsive": True}) if fig else ""
+    steer = (comp.headline["role"] == "steering").any()
+    steer_note = ("Steering-check rows (metrics named steer*) are read in the same cell."
+                  if steer else "These records carry no steering check (no steer* metric): a "
+                  "null cannot be told apart from an injection that did nothing.")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_esc(title)}</title>
+<script>{_ERROR_HOOK}</script>
+<style>{_CSS}</style>
+{f"<script>{get_plotlyjs()}</script>" if fig else ""}
+</head>
+<body data-n-figures="{1 if fig else 0}" data-n-models="{len(comp.models)}"><main>
+<header><h1>{_esc(title)}</h1>
+<p class="meta">models: {_esc(", ".join(comp.models)) or "none"} · source:
+<span class="mono">{_esc(source)}</span> · generated {now}</p>
+<p class="note">Each cell: estimate [95% CI] n=trials (Wilson for rates, bootstrap for
+differences and means). For injection tasks the (layer, α) cell with the largest headline
+estimate is shown per model; “best of k” marks a post-hoc pick among k cells, whose nominal
+interval is optimistic. {_esc(steer_note)}</p>
+</header>
+<section class="card" id="cards"><h2>Models</h2>
+<p class="caption">What each model is: weights' quantization at rest matters, since a 4-bit model
+dequantized to float carries the rounding error into every activation.</p>{cards}</section>
+<section class="card" id="headline"><h2>Headline figures</h2>
+<p class="caption">Every task's headline figure per model, side by side; rows below a headline
+are read in the same cell.</p>{table}</section>
+{f'<section class="card" id="fig-0"><h2>Headline estimates with 95% CIs</h2>{fig_html}</section>' if fig else ""}
+<pre id="js-errors" hidden></pre>
+</main>
+<script>{_COUNT_PLOTS}</script>
+</body></html>
+"""

@@ -1,0 +1,192 @@
+"""One report across models: headline cells, model cards, the CLI end to end on two tiny models."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from introspect.report.compare import (
+    CARD_PREFIX,
+    cell_text,
+    compare,
+    headline_table,
+    model_cards,
+    render_compare,
+    wide_table,
+)
+
+NAN = float("nan")
+COLS = ["model_id", "task", "layer_idx", "alpha", "alpha_units", "variant", "metric", "condition",
+        "value", "lo", "hi", "n"]
+
+
+def _summary(rows: list[tuple]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=COLS)
+    df["layer_idx"] = pd.array(df["layer_idx"], dtype="Int64")
+    return df
+
+
+SUMMARY = _summary([
+    # m1, task A: two cells; (2, 8) has the larger Net, so every A figure is read there.
+    ("m1", "A", 1, 4.0, "unit", "paper", "net", "", 0.1, -0.2, 0.4, 10),
+    ("m1", "A", 1, 4.0, "unit", "paper", "tpr", "", 0.9, 0.6, 1.0, 10),
+    ("m1", "A", 2, 8.0, "unit", "paper", "net", "", 0.5, 0.2, 0.8, 10),
+    ("m1", "A", 2, 8.0, "unit", "paper", "tpr", "", 0.6, 0.3, 0.85, 10),
+    ("m1", "A", 2, 8.0, "unit", "paper", "fpr", "", 0.1, 0.02, 0.4, 10),
+    ("m1", "A", 2, 8.0, "unit", "paper", "steer_rate", "", 0.7, 0.4, 0.9, 10),
+    ("m1", "A", 2, 8.0, "unit", "paper", "bias_yes_diff", "", 0.0, -0.1, 0.1, 10),
+    # m2, task A: one cell with a NaN Net estimate next to a real one in another cell
+    ("m2", "A", 3, 8.0, "unit", "paper", "net", "", NAN, NAN, NAN, 0),
+    ("m2", "A", 5, 8.0, "unit", "paper", "net", "", -0.1, -0.3, 0.1, 6),
+    ("m2", "A", 5, 8.0, "unit", "paper", "tpr", "", 0.0, 0.0, 0.4, 6),
+    # task D: no layer / alpha cell for the peak
+    ("m1", "D", None, 0.0, "unit", "plain", "peak_delta_cos", "", 0.03, NAN, NAN, 6),
+    ("m1", "D", None, 0.0, "unit", "plain", "auc_delta_cos", "", 0.2, NAN, NAN, 6),
+    # a self-knowledge task and a task with no declared headline
+    ("m2", "seb-difficulty", None, NAN, "unit", "arith", "accuracy", "", 0.48, 0.26, 0.68, 10),
+    ("m2", "mytask", None, NAN, "unit", "default", "zeta", "", 1.0, NAN, NAN, 3),
+    ("m2", "mytask", None, NAN, "unit", "default", "alpha_rate", "", 0.2, 0.1, 0.3, 3),
+])
+
+
+def test_headline_picks_the_best_cell_and_reads_the_rest_there():
+    h = headline_table(SUMMARY)
+    a1 = h[(h.model_id == "m1") & (h.task == "A")].set_index("metric")
+    assert list(a1.index) == ["net", "tpr", "fpr", "steer_rate"]
+    assert (a1["layer_idx"] == 2).all() and (a1["alpha"] == 8.0).all() and (a1["n_cells"] == 2).all()
+    assert a1.loc["tpr", "value"] == 0.6  # the best cell's TPR, not the larger one elsewhere
+    assert a1.loc["net", "role"] == "headline" and a1.loc["steer_rate", "role"] == "steering"
+    assert a1.loc["fpr", "role"] == "same cell"
+    a2 = h[(h.model_id == "m2") & (h.task == "A")].set_index("metric")
+    assert a2.loc["net", "value"] == -0.1 and a2.loc["net", "layer_idx"] == 5  # NaN never wins
+    d = h[h.task == "D"].set_index("metric")
+    assert list(d.index) == ["peak_delta_cos", "auc_delta_cos"] and d["layer_idx"].isna().all()
+    assert h[h.task == "seb-difficulty"]["value"].tolist() == [0.48]
+    assert h[h.task == "mytask"]["metric"].tolist() == ["zeta"]  # first metric of its summariser
+
+
+def test_cell_text_states_interval_n_and_cell():
+    h = headline_table(SUMMARY).set_index(["model_id", "task", "metric"])
+    assert cell_text(h.loc[("m1", "A", "net")]) == "0.5 [0.2, 0.8] n=10 · L2 α8 (best of 2)"
+    assert cell_text(h.loc[("m1", "D", "peak_delta_cos")]) == "0.03 n=6"
+    assert cell_text(h.loc[("m2", "seb-difficulty", "accuracy")]) == "0.48 [0.26, 0.68] n=10"
+
+
+def _card(model: str, params: int, **kw) -> str:
+    card = {"model": model, "family": "llama", "parameters": params, "layers": 4, "d_model": 64,
+            "quantization": "Q4_K_M GGUF, dequantized to fp32", "dtype": "float32",
+            "fingerprint": f"gguf:{model}", **kw}
+    return CARD_PREFIX + json.dumps(card)
+
+
+def test_model_cards_from_headers():
+    headers = pd.DataFrame([
+        {"model_id": "m1", "fingerprint": "gguf:old", "ts": "2026-01-01", "notes": ["x"]},
+        {"model_id": "m1", "fingerprint": "gguf:m1", "ts": "2026-01-02",
+         "notes": ["4-bit", _card("m1", 500)]},
+        {"model_id": "m2", "fingerprint": "sha256:ab", "ts": "2026-01-01",
+         "notes": [_card("m2", 100, family="gemma3")]},
+        {"model_id": "m3", "fingerprint": "sha256:cd", "ts": "2026-01-01", "notes": []},
+    ])
+    cards = model_cards(headers, ["m4"])
+    assert list(cards["model"]) == ["m2", "m1", "m3", "m4"]  # by parameters, unknown last
+    m2 = cards.set_index("model").loc["m2"]
+    assert (m2.family, m2.parameters, m2.layers, m2.d_model) == ("gemma3", 100, 4, 64)
+    assert m2["quantization"] == "Q4_K_M GGUF, dequantized to fp32" and m2["dtype"] == "float32"
+    m3 = cards.set_index("model").loc["m3"]
+    assert m3.fingerprint == "sha256:cd" and pd.isna(m3.parameters) and pd.isna(m3.family)
+
+
+def test_wide_table_and_page():
+    headers = pd.DataFrame([{"model_id": m, "fingerprint": m, "ts": "t", "notes": [_card(m, p)]}
+                            for m, p in (("m1", 200), ("m2", 100))])
+    comp = compare(SUMMARY, headers)
+    assert comp.models == ("m2", "m1")
+    wide = wide_table(comp)
+    assert list(wide.columns) == ["task", "variant", "metric", "m2", "m1"]
+    assert list(dict.fromkeys(wide["task"])) == ["A", "D", "seb-difficulty", "mytask"]
+    net = wide[(wide.task == "A") & (wide.metric == "net")].iloc[0]
+    assert net["m1"].startswith("0.5 [0.2, 0.8]") and net["m2"].startswith("-0.1 [")
+    assert wide[(wide.task == "D")]["m2"].tolist() == ["", ""]  # m2 has no task D
+    html = render_compare(comp, source="x")
+    assert 'data-n-models="2"' in html and 'data-n-figures="1"' in html
+    assert "Q4_K_M GGUF, dequantized to fp32" in html and "<td>200</td>" in html
+    assert "Steering-check rows" in html
+    assert "<script src" not in html and len(html) > 1_000_000  # plotly.js inline, offline
+    no_steer = compare(SUMMARY[~SUMMARY.metric.str.startswith("steer")], headers)
+    assert "carry no steering check" in render_compare(no_steer)
+
+
+# ---------------------------------------------------------------- the CLI on two tiny models
+
+
+@pytest.fixture(scope="module")
+def two_models(tiny_dir, tmp_path_factory):
+    from experiments import run
+
+    out = tmp_path_factory.mktemp("cmp") / "results"
+    for fam in ("llama", "qwen2"):
+        rc = run.main(["--task", "A", "D", "--model", str(tiny_dir(fam)), "--layers", "1", "2",
+                       "--alphas", "4", "8", "--n-concepts", "2", "--max-new-tokens", "4",
+                       "--option", "n_bias=1", "--out", str(out), "--no-progress"])
+        assert rc == 0
+    return out
+
+
+def test_compare_cli_end_to_end(two_models, tiny_model, tiny_dir, capsys):
+    from experiments import compare as cli
+
+    assert cli.main([str(two_models / "llama"), str(two_models / "qwen2"), "--title", "T"]) == 0
+    out_text = capsys.readouterr().out
+    html_path, csv_path = two_models / "compare.html", two_models / "compare.csv"
+    assert f"wrote {html_path}" in out_text
+    html = html_path.read_text()
+    models = [str(tiny_dir(f)) for f in ("llama", "qwen2")]
+    assert all(m in html for m in models) and 'data-n-models="2"' in html
+    h = pd.read_csv(csv_path)
+    net = h[(h.task == "A") & (h.metric == "net") & (h.variant == "paper")]
+    assert sorted(net.model_id) == sorted(models) and (net.n_cells == 4).all()
+    assert set(h[h.task == "D"].metric) >= {"peak_delta_cos"}
+    # Card rows come from the run headers the runner wrote (notes carry ModelInfo.card()).
+    for fam, m in zip(("llama", "qwen2"), models):
+        n = sum(p.numel() for p in tiny_model(fam).original_model.parameters())
+        row = re.search(rf"<tr><td>{re.escape(m)}</td>(.*?)</tr>", html).group(1)
+        assert f"<td>{n:,}</td>" in row and "<td>4</td><td>64</td>" in row and "float32" in row
+    # The same as giving the parent folder once.
+    assert cli.main([str(two_models), "--out", str(two_models / "b.html")]) == 0
+    assert pd.read_csv(two_models / "b.csv").equals(h)
+
+
+def test_compare_cli_bad_input_is_one_line(tmp_path, capsys):
+    from experiments import compare as cli
+
+    for argv in ([str(tmp_path / "nope")], [str(tmp_path)]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err
+    assert not list(tmp_path.iterdir())
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
+def test_compare_page_renders_without_js_errors(tmp_path):
+    headers = pd.DataFrame([{"model_id": m, "fingerprint": m, "ts": "t", "notes": [_card(m, 9)]}
+                            for m in ("m1", "m2")])
+    page = tmp_path / "compare.html"
+    page.write_text(render_compare(compare(SUMMARY, headers)))
+    res = subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
+                          "--no-first-run", "--disable-dev-shm-usage",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180)
+    dom = res.stdout
+    assert res.returncode == 0 and "<html" in dom, res.stderr[-2000:]
+    assert re.search(r'data-js-errors="([^"]*)"', dom).group(1) == ""
+    assert re.search(r'data-plots-rendered="(\d+)"', dom).group(1) == "1"
