@@ -1,18 +1,24 @@
 """Small statistics helpers: every rate in a report carries a 95% interval.
 
-Why these choices: trial counts per cell are small (tens), so proportions use the Wilson score
-interval (sane at 0/n and n/n, unlike the normal approximation); differences and correlations use
-a seeded percentile bootstrap, so a report is reproducible bit for bit.
+Why these choices: trial counts per cell are small (tens), so proportions of independent trials
+use the Wilson score interval (sane at 0/n and n/n, unlike the normal approximation); sampled
+trials nest inside concepts, so rates and differences over them use a seeded cluster bootstrap
+over concepts (``cluster_bootstrap``), with a clustered McNemar test beside the plain one; many
+cells tested at once get Holm-adjusted p-values. Every bootstrap is seeded, so a report is
+reproducible bit for bit.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.stats import chi2
 from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 Interval = tuple[float, float, float]  # (estimate, lo, hi)
@@ -149,3 +155,156 @@ def pairwise_order_accuracy(
     ranks = np.array([pred_rank[item] for item in items])  # in true order
     i, j = np.triu_indices(len(items), k=1)
     return float(np.mean(ranks[i] < ranks[j]))
+
+
+# ---------------------------------------------------------------- clustered intervals
+#
+# Sampled trials are not independent: K answers to one prompt, and all prompts of one concept,
+# share that concept's effect. The concept is the unit of clustering; the bootstrap resamples
+# concepts with replacement and keeps every trial and sample of a drawn concept (samples nested).
+# Controls shared by every concept (task A's prompts carry no concept) are clustered by prompt
+# instead, and a paired statistic over injected/control pairs resamples concepts and prompts at
+# once (a two-way "pigeonhole" bootstrap: each pair's weight is the product of its concept's and
+# its prompt's draw counts), so neither source of spread is dropped.
+
+
+@dataclass(frozen=True)
+class Part:
+    """One set of values for ``cluster_bootstrap``: a value per row, the row's cluster label
+    (e.g. its concept) and, optionally, a second crossed label (e.g. its prompt)."""
+
+    values: Any
+    clusters: Any
+    crossed: Any = None
+
+
+def _first(means: list[Any]) -> Any:
+    return means[0]
+
+
+def n_levels(labels: Any) -> int:
+    """Number of distinct labels (None counts as one label)."""
+    return len({repr(v) for v in np.ravel(np.asarray(labels, dtype=object))})
+
+
+def _codes(labels: list[np.ndarray]) -> tuple[list[np.ndarray], int]:
+    """Integer codes of labels over their union (shared across parts)."""
+    keys = [np.array([repr(v) for v in np.ravel(np.asarray(lab, dtype=object))]) for lab in labels]
+    if not keys:
+        return [], 0
+    uniq = np.unique(np.concatenate(keys)) if any(k.size for k in keys) else np.array([])
+    return [np.searchsorted(uniq, k) for k in keys], int(uniq.size)
+
+
+def cluster_bootstrap(
+    parts: Sequence[Part],
+    combine: Callable[[list[Any]], Any] = _first,
+    n_boot: int = 2000,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> tuple[Interval, float]:
+    """Cluster-bootstrap estimate of ``combine([mean of each part])`` and a two-sided p for 0.
+
+    Each replicate draws the clusters (labels pooled over all parts, so a concept drawn twice
+    counts twice in every part) and, if any part has ``crossed`` labels, those too; a row's
+    weight is its cluster's draw count times its crossed label's. ``combine`` maps the list of
+    weighted part means (arrays over replicates) to the statistic; the default is the first
+    part's mean. NaN values are dropped first. Returns ((estimate, lo, hi), p_boot) with a
+    percentile interval; p_boot = 2·min(P*(stat ≤ 0), P*(stat ≥ 0)), capped at 1. Replicates in
+    which a part draws no row are dropped. Any empty part gives nans.
+    """
+    vals, labs, cross = [], [], []
+    for p in parts:
+        v = np.asarray([np.nan if x is None else x for x in np.ravel(np.asarray(p.values, dtype=object))],
+                       dtype=float)
+        keep = ~np.isnan(v)
+        vals.append(v[keep])
+        labs.append(np.ravel(np.asarray(p.clusters, dtype=object))[keep])
+        cross.append(None if p.crossed is None else np.ravel(np.asarray(p.crossed, dtype=object))[keep])
+    if not vals or any(v.size == 0 for v in vals):
+        return _NAN3, math.nan
+    est = float(combine([v.mean() for v in vals]))
+    rng = np.random.default_rng(seed)
+    codes, g = _codes(labs)
+    w_c = rng.multinomial(g, np.full(g, 1.0 / g), size=n_boot).astype(float)
+    has_cross = [c is not None for c in cross]
+    if any(has_cross):
+        pcodes, h = _codes([c for c in cross if c is not None])
+        it = iter(pcodes)
+        pcodes_all = [next(it) if hc else None for hc in has_cross]
+        w_p = rng.multinomial(h, np.full(h, 1.0 / h), size=n_boot).astype(float)
+    means = []
+    for k, v in enumerate(vals):  # per-cluster sums and counts: replicates never touch rows
+        if has_cross[k]:
+            s_gh, n_gh = np.zeros((g, h)), np.zeros((g, h))
+            np.add.at(s_gh, (codes[k], pcodes_all[k]), v)
+            np.add.at(n_gh, (codes[k], pcodes_all[k]), 1.0)
+            num = np.einsum("bg,gh,bh->b", w_c, s_gh, w_p)
+            tot = np.einsum("bg,gh,bh->b", w_c, n_gh, w_p)
+        else:
+            num = w_c @ np.bincount(codes[k], weights=v, minlength=g)
+            tot = w_c @ np.bincount(codes[k], minlength=g).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means.append(np.where(tot > 0, num / np.where(tot > 0, tot, 1.0), np.nan))
+    stats = np.asarray(combine(means), dtype=float)
+    stats = stats[np.isfinite(stats)]
+    if stats.size == 0:
+        return (est, math.nan, math.nan), math.nan
+    p = float(min(1.0, 2 * min(np.mean(stats <= 0), np.mean(stats >= 0))))
+    return (est, *_percentile(stats, ci)), p
+
+
+def cluster_mean(x: Any, clusters: Any, crossed: Any = None, **kw: Any) -> Interval:
+    """Mean of x with a cluster-bootstrap interval (see ``cluster_bootstrap``)."""
+    return cluster_bootstrap([Part(x, clusters, crossed)], **kw)[0]
+
+
+def cluster_paired_diff(a: Any, b: Any, clusters: Any, crossed: Any = None,
+                        **kw: Any) -> tuple[Interval, float]:
+    """mean(a − b) over the pairs where both are present, cluster-bootstrapped; (interval, p)."""
+    a = np.asarray([np.nan if v is None else v for v in a], dtype=float)
+    b = np.asarray([np.nan if v is None else v for v in b], dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired samples differ in shape: {a.shape} vs {b.shape}")
+    return cluster_bootstrap([Part(a - b, clusters, crossed)], **kw)
+
+
+def paired_bootstrap(a: Any, b: Any, n_boot: int = 2000, seed: int = 0,
+                     ci: float = 0.95) -> Interval:
+    """mean(a − b) over complete pairs with a percentile bootstrap over pairs (no clustering)."""
+    a = np.asarray([np.nan if v is None else v for v in a], dtype=float)
+    b = np.asarray([np.nan if v is None else v for v in b], dtype=float)
+    return bootstrap_mean(a - b, n_boot=n_boot, seed=seed, ci=ci)
+
+
+def mcnemar_clustered(a_bool: Any, b_bool: Any, clusters: Any) -> tuple[float, float]:
+    """Clustered McNemar test (Durkalski et al. 2003) for paired binary outcomes in clusters.
+
+    With b_k, c_k the discordant counts of cluster k: X² = (Σ(b_k − c_k))² / Σ(b_k − c_k)², on
+    one degree of freedom. X² can never exceed the number of clusters, so a handful of concepts
+    can never give a tiny p, however many samples each holds. No discordant pair -> (0, 1).
+    """
+    a = np.asarray(a_bool, dtype=bool)
+    b = np.asarray(b_bool, dtype=bool)
+    if a.shape != b.shape:
+        raise ValueError(f"paired samples differ in shape: {a.shape} vs {b.shape}")
+    (codes,), g = _codes([np.asarray(clusters, dtype=object)])
+    d = np.bincount(codes, weights=(a & ~b).astype(float), minlength=g) - np.bincount(
+        codes, weights=(~a & b).astype(float), minlength=g)
+    den = float(np.sum(d**2))
+    if den == 0:
+        return 0.0, 1.0
+    stat = float(np.sum(d) ** 2 / den)
+    return stat, float(chi2.sf(stat, 1))
+
+
+def holm(pvals: Any) -> np.ndarray:
+    """Holm step-down adjusted p-values (statsmodels ``multipletests``); NaNs stay NaN and are
+    not counted as tests."""
+    p = np.asarray([np.nan if v is None else v for v in np.ravel(np.asarray(pvals, dtype=object))],
+                   dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    if ok.any():
+        out[ok] = multipletests(p[ok], method="holm")[1]
+    return out

@@ -1,9 +1,11 @@
 """The report's metrics table: every task's summariser, looked up by name, stacked into one tidy table.
 
 ``summarize(df)`` returns one row per (model_id, task, layer_idx, alpha, alpha_units, variant,
-metric) with ``value``, ``lo``, ``hi``, ``n`` and an informational ``condition`` column. Metric
-names are unique within those keys; per-condition metrics are named ``<metric>:<condition>``.
-Rates use Wilson intervals, differences and means a seeded percentile bootstrap.
+metric) with ``value``, ``lo``, ``hi``, ``n`` and informational columns: ``condition``,
+``n_clusters`` (concepts behind the row), ``ci`` (the interval's method: ``wilson``,
+``cluster-bootstrap(concept)``, ``bootstrap``, ...), ``p`` / ``p_cluster`` / ``p_holm`` (McNemar,
+clustered McNemar and Holm-adjusted p of paired differences) and ``note``. Metric names are
+unique within those keys; per-condition metrics are named ``<metric>:<condition>``.
 
 Why only assembly here: each task family's metrics live beside its tasks
 (``tasks.injection.metrics``, ``tasks.selfknowledge.metrics``); this module registers them,
@@ -84,7 +86,7 @@ def summarize_generic(df: pd.DataFrame) -> list[dict[str, Any]]:
                 out += rate_row(keys, name, flag(sub[c], None), cond)
             elif _is_numeric(sub[c]):
                 x = pd.to_numeric(sub[c], errors="coerce").dropna().to_numpy(float)
-                out.append(row(keys, f"mean_{name}", bootstrap_mean(x), x.size, cond))
+                out.append(row(keys, f"mean_{name}", bootstrap_mean(x), x.size, cond, ci="bootstrap"))
     return out
 
 
@@ -118,8 +120,11 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     out["layer_idx"] = pd.array(out["layer_idx"], dtype="Int64")
     out["n"] = out["n"].astype(int)
-    for c in ("alpha", "value", "lo", "hi"):
+    out["n_clusters"] = pd.array(pd.to_numeric(out["n_clusters"], errors="coerce"), dtype="Int64")
+    for c in ("alpha", "value", "lo", "hi", "p", "p_cluster", "p_holm"):
         out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
+    for c in ("ci", "note", "condition"):
+        out[c] = out[c].fillna("").astype(str)
     return out
 
 
