@@ -33,7 +33,7 @@ def _dir_size(path: Path) -> int:
 
 
 def cmd_list() -> int:
-    from introspect.models import converted_dir, missing_packages, registry
+    from introspect.models import cache_root, converted_dir, missing_packages, registry
 
     rows = [("name", "family", "quantization at rest", "packages", "converted")]
     for e in registry().values():
@@ -41,10 +41,11 @@ def cmd_list() -> int:
             rows.append((e.name, e.family, "float (hub)", "-", "-"))
             continue
         missing = missing_packages(e)
-        done = converted_dir(e)
+        # A split model's cache is keyed by its declared sha256; a whole-file one by the file's.
+        done = converted_dir(e) or next((cache_root() / "models").glob(f"{e.name}-*/introspect.json"), None)
         rows.append((e.name, e.family, e.quantization or "?",
                      "installed" if not missing else f"missing {len(missing)}/{len(e.packages)}",
-                     "yes" if done else ("on first load" if not e.parts else "no")))
+                     "yes" if done else "no (on first load)"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
