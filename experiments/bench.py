@@ -2,7 +2,11 @@
 
     python -m experiments.bench [--model NAME] [--n 32] [--skip-cold] [--skip-sweep]
 
-Prints, each as a ratio of two timings taken in this run on this machine:
+Prints, each as a ratio of two timings taken in this run on this machine, with tokens/s beside it:
+- on 16 task-A prompts (chat template, the Lindsey preamble, injection from "Trial N"): our
+  injected batch with the shared-prefix cache vs raw transformers sdpa ``generate`` on the same
+  left-padded batch with no hook — the anchor a user would pick instead (target ≤ 0.4×)
+- K = 16 sampled answers to one task-A prompt vs one greedy answer to it (target ≤ 4×)
 - batched vs one-by-one injected generation (target ≥ 10×)
 - hook overhead: injected generate vs the same generate without hooks (target ≤ 5%)
 - batched vs per-word-per-layer concept-vector extraction (target ≥ 20×)
@@ -21,10 +25,12 @@ from pathlib import Path
 
 import torch
 
-from introspect.chat import Conversation, render
-from introspect.inject import InjectionSpec, generate
-from introspect.models import DEFAULT_MODEL, load_model
-from introspect.prompts import load_sentences, load_words
+from introspect import prompts as P
+from introspect.chat import render
+from introspect.decode import Sampling, generate
+from introspect.inject import From, InjectionSpec
+from introspect.models import DEFAULT_MODEL, load_model, resolve
+from introspect.prompts import load_words
 from introspect.vectors import build_concept_vectors
 
 
@@ -52,22 +58,74 @@ def bench_load(model_name: str) -> dict[str, float]:
     return {"cold_s": cold, "warm_s": warm}
 
 
-def bench_generation(model, n: int, new_tokens: int) -> dict[str, float]:
-    sentences = load_sentences()
-    prompts = [render(model.tokenizer, Conversation.of(("user", f"Repeat the line below.\n\n{s}")))
-               for s in (sentences * (n // len(sentences) + 1))[:n]]
+def _task_a(model, n: int):
+    """n task-A paper prompts (Trial 1..n) and their injections (4 concepts, from "Trial N" on)."""
+    prompts = [render(model.tokenizer, P.task_a_paper(i + 1)) for i in range(n)]
     words = load_words()
-    vecs = build_concept_vectors(model, words.targets[:4], [model.cfg.n_layers // 2], words.baseline, cache=False)
-    v = list(vecs.values())
-    specs = [InjectionSpec(v[i % 4].layer, 16.0, v[i % 4].vector, "all") for i in range(n)]
+    vecs = list(build_concept_vectors(model, words.targets[:4], [model.cfg.n_layers // 2], words.baseline,
+                                      cache=False).values())
+    specs = [InjectionSpec(vecs[i % 4].layer, 16.0, vecs[i % 4].vector, From(p.spans[P.FROM_MARK][0]))
+             for i, p in enumerate(prompts)]
+    return prompts, specs
+
+
+def _n_tokens(gens) -> int:
+    return sum(len(g.tokens) for g in gens)
+
+
+def bench_raw_anchor(model_name: str, prompts, new_tokens: int) -> tuple[float, int]:
+    """Raw transformers, sdpa, one left-padded batch, greedy, no hook: time and tokens generated."""
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(resolve(model_name)[0], attn_implementation="sdpa", dtype=torch.float32)
+    hf.eval()
+    from introspect.inject import pad_left
+
+    pad = hf.config.pad_token_id if hf.config.pad_token_id is not None else 0
+    toks, mask, _ = pad_left(prompts, pad)
+    holder = {}
+
+    def run():
+        with torch.no_grad():
+            holder["out"] = hf.generate(toks, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False,
+                                        pad_token_id=pad)
+
+    t = _timed(run, repeat=2)
+    out = holder["out"][:, toks.shape[1]:]
+    eos = hf.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else [eos])
+    n = sum(next((k for k, x in enumerate(row.tolist()) if x in eos), len(row)) for row in out)
+    return t, n
+
+
+def bench_generation(model, model_name: str, n: int, new_tokens: int) -> dict[str, float]:
+    prompts, specs = _task_a(model, n)
+    res: dict[str, float] = {}
+    res["raw_s"], res["raw_tok"] = bench_raw_anchor(model_name, prompts, new_tokens)
     kw = dict(max_new_tokens=new_tokens, batch_size=n)
-    batched = _timed(lambda: generate(model, prompts, specs, **kw), repeat=2)
-    k = max(4, n // 8)  # one-by-one on a subset, scaled to n
-    single = _timed(lambda: [generate(model, [p], [s], max_new_tokens=new_tokens) for p, s in zip(prompts[:k], specs[:k])])
-    single *= n / k
-    hooked = _timed(lambda: generate(model, prompts, specs, **kw), repeat=3)
-    bare = _timed(lambda: generate(model, prompts, None, **kw), repeat=3)
-    return {"batched_s": batched, "single_s": single, "hooked_s": hooked, "bare_s": bare}
+    hold: dict[str, list] = {}
+
+    def run(key, *a, **k):
+        def f():
+            hold[key] = generate(model, *a, **k)
+        return f
+
+    res["batched_s"] = _timed(run("batched", prompts, specs, **kw), repeat=2)
+    res["batched_tok"] = _n_tokens(hold["batched"])
+    res["unshared_s"] = _timed(run("unshared", prompts, specs, share_prefix=False, **kw))
+    res["unshared_tok"] = _n_tokens(hold["unshared"])
+    k = 4  # one-by-one on a subset, scaled to n
+    res["single_s"] = _timed(lambda: [generate(model, [p], [s], max_new_tokens=new_tokens)
+                                      for p, s in zip(prompts[:k], specs[:k])]) * n / k
+    res["bare_s"] = _timed(run("bare", prompts, None, **kw), repeat=2)
+    res["bare_tok"] = _n_tokens(hold["bare"])
+    one = dict(max_new_tokens=new_tokens)
+    res["greedy1_s"] = _timed(run("g1", prompts[:1], specs[:1], **one), repeat=2)
+    res["greedy1_tok"] = _n_tokens(hold["g1"])
+    res["k16_s"] = _timed(run("k16", prompts[:1], specs[:1], sampling=Sampling(1.0), n_samples=16,
+                              seeds=["bench"], batch_size=16, **one), repeat=2)
+    res["k16_tok"] = _n_tokens(hold["k16"])
+    return res
 
 
 def bench_vectors(model, n_words: int, layers: list[int]) -> dict[str, float]:
@@ -91,7 +149,8 @@ def bench_sweep(model_name: str) -> dict[str, float] | None:
     from introspect.tasks.base import TaskConfig
 
     model = load_model(model_name)
-    cfg = TaskConfig(layers=(10, 20), alphas=(16.0, 48.0), n_concepts=4, n_trials=1, max_new_tokens=16, batch_size=32)
+    cfg = TaskConfig(layers=(10, 20), alphas=(2.0, 8.0), alpha_units="raw", n_concepts=4, n_trials=1,
+                     max_new_tokens=16, batch_size=32, variant="paper", temperature=1.0, n_samples=2)
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         run_grid(model, ["A"], cfg, Path(tmp) / "batched", progress=False)
@@ -109,7 +168,7 @@ def bench_sweep(model_name: str) -> dict[str, float] | None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=DEFAULT_MODEL)
-    ap.add_argument("--n", type=int, default=32, help="prompts per batched generate")
+    ap.add_argument("--n", type=int, default=16, help="task-A prompts per batched generate")
     ap.add_argument("--new-tokens", type=int, default=24)
     ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--skip-sweep", action="store_true")
@@ -121,11 +180,22 @@ def main(argv: list[str] | None = None) -> None:
         ld = bench_load(args.model)
         rows.append(("model load: cold / warm", ld["cold_s"] / ld["warm_s"], f"cold {ld['cold_s']:.1f} s, warm {ld['warm_s']:.2f} s (target warm ≤ 3 s)"))
     model = load_model(args.model)
-    g = bench_generation(model, args.n, args.new_tokens)
-    rows.append(("injected generation: batched / one-by-one (trials/s)", g["single_s"] / g["batched_s"],
+    g = bench_generation(model, args.model, args.n, args.new_tokens)
+
+    def tps(key: str) -> str:
+        return f"{g[key + '_tok'] / g[key + '_s']:.0f} tok/s"
+
+    rows.append(("task-A batch, prefix-shared / raw transformers", g["batched_s"] / g["raw_s"],
+                 f"{g['batched_s']:.2f} s ({tps('batched')}) vs {g['raw_s']:.2f} s ({tps('raw')}), "
+                 f"{args.n} prompts × {args.new_tokens} tokens (target ≤ 0.4×)"))
+    rows.append(("task-A batch, without prefix sharing / raw transformers", g["unshared_s"] / g["raw_s"],
+                 f"{g['unshared_s']:.2f} s ({tps('unshared')}) — what the shared prefix saves"))
+    rows.append(("K=16 samples of one prompt / one greedy answer", g["k16_s"] / g["greedy1_s"],
+                 f"{g['k16_s']:.2f} s ({tps('k16')}) vs {g['greedy1_s']:.2f} s ({tps('greedy1')}) (target ≤ 4×)"))
+    rows.append(("injected generation: one-by-one / batched", g["single_s"] / g["batched_s"],
                  f"{args.n / g['batched_s']:.2f} vs {args.n / g['single_s']:.2f} trials/s (target ≥ 10×)"))
-    rows.append(("hook overhead: hooked / bare generate", g["hooked_s"] / g["bare_s"],
-                 f"{100 * (g['hooked_s'] / g['bare_s'] - 1):+.1f}% (target ≤ 5%)"))
+    rows.append(("hook overhead: injected / bare generate", g["batched_s"] / g["bare_s"],
+                 f"{100 * (g['batched_s'] / g['bare_s'] - 1):+.1f}% ({tps('batched')} vs {tps('bare')}) (target ≤ 5%)"))
     layers = [5, 15, 25]
     v = bench_vectors(model, 6, layers)
     rows.append(("vector extraction: batched / per word per layer", v["naive_s"] / v["batched_s"],

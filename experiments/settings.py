@@ -19,10 +19,12 @@ from introspect.tasks.base import ConfigError, TaskConfig
 
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 KEYS = ("models", "tasks", "layers", "layers_grid", "alphas", "alpha_units", "n_concepts",
-        "n_trials", "seed", "max_new_tokens", "batch_size", "variant", "options", "words_file", "out")
+        "n_trials", "seed", "max_new_tokens", "batch_size", "variant", "options", "words_file", "out",
+        "temperature", "top_p", "top_k", "n_samples")
 CORE_TASKS = ("A", "B", "C", "D")
 MAX_ROWS = 60  # metric rows printed at the end of a run (all of them go to summary.csv)
-_INT_KEYS = ("layers_grid", "n_concepts", "n_trials", "seed", "max_new_tokens", "batch_size")
+_INT_KEYS = ("layers_grid", "n_concepts", "n_trials", "seed", "max_new_tokens", "batch_size", "top_k", "n_samples")
+_FLOAT_KEYS = ("temperature", "top_p")
 
 
 RUN_HELP = """Run introspection tasks on one model (or a sweep file) and write JSONL results + dashboard.
@@ -59,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--layers-grid", type=int, metavar="N",
                    help="N evenly spaced layers, excluding the first and last")
     a("--alphas", nargs="*", type=float, metavar="A", help="injection strengths")
-    a("--alpha-units", choices=("unit", "resid"),
-      help="unit: alpha x unit vector; resid: alpha x the layer's mean residual norm")
+    a("--alpha-units", choices=("raw", "unit", "resid"),
+      help="raw: alpha x the raw mean-difference vector (Lindsey's strengths, the default); unit: alpha x "
+           "the unit vector; resid: alpha x the mean residual norm at the injected positions")
     a("--n-concepts", type=int)
     a("--n-trials", type=int)
     a("--seed", type=int)
@@ -71,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
       help="task-specific option (value parsed as YAML), repeatable")
     a("--words-file", help="concept words YAML (default concepts/words.yaml)")
     a("--shard", metavar="k/N", help="run only shard k of N (0-based)")
+    a("--temperature", type=float, help="sampling temperature (default 1, as Lindsey 2025); 0 = greedy")
+    a("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default 1 = off)")
+    a("--top-k", type=int, help="sample among the k likeliest tokens (default 0 = off)")
+    a("--samples", dest="n_samples", type=int, metavar="K",
+      help="sampled answers per trial, each from its own seeded stream (default 1; greedy runs use 1)")
+    a("--greedy", action="store_true", help="greedy decoding (same as --temperature 0)")
     a("--max-new-tokens", type=int)
     a("--batch-size", type=int)
     a("--device-map", help="e.g. auto: spread one model over all visible GPUs")
@@ -109,6 +118,8 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "out": args.out, "variant": args.variant, "max_new_tokens": args.max_new_tokens,
         "batch_size": args.batch_size, "words_file": args.words_file,
         "models": [args.model] if args.model else None,
+        "temperature": 0.0 if args.greedy else args.temperature, "top_p": args.top_p,
+        "top_k": args.top_k, "n_samples": args.n_samples,
     }
     s.update({k: v for k, v in flags.items() if v is not None})
     if args.layers is not None:
@@ -151,6 +162,9 @@ def check_settings(raw: Any, source: str) -> dict[str, Any]:
     for key in _INT_KEYS:
         if s.get(key) is not None:
             s[key] = _num(key, s[key], int)
+    for key in _FLOAT_KEYS:
+        if s.get(key) is not None:
+            s[key] = _num(key, s[key], float)
     if "layers" in s:
         s["layers"] = [_num("layers", x, int) for x in _list("layers", s["layers"])]
     if "alphas" in s:
@@ -203,7 +217,8 @@ def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
         raise ConfigError(f"alphas must be finite numbers, got {[a for a in alphas if not math.isfinite(a)][0]}")
     base = TaskConfig()
     kw = {k: s[k] for k in ("alpha_units", "n_concepts", "n_trials", "seed", "max_new_tokens",
-                            "batch_size", "variant", "words_file") if s.get(k) is not None}
+                            "batch_size", "variant", "words_file", "temperature", "top_p", "top_k",
+                            "n_samples") if s.get(k) is not None}
     cfg = TaskConfig(layers=layers, alphas=alphas if "alphas" in s else base.alphas, **kw)
     return cfg.with_options(**s["options"]) if s.get("options") else cfg
 

@@ -230,3 +230,19 @@ def test_bad_config_subprocess_one_line(tiny_dir, tmp_path):
     assert rc == 2 and err.strip().splitlines() == [
         "error: layers [7] out of range; this model has layers 0..3"], err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("flags, msg", [
+    (["--temperature", "-1"], "temperature must be a finite number >= 0 (0 = greedy), got -1.0"),
+    (["--temperature", "nan"], "temperature must be a finite number >= 0 (0 = greedy), got nan"),
+    (["--top-p", "1.5"], "top_p must be in (0, 1], got 1.5"),
+    (["--top-k", "-2"], "top_k must be an integer >= 0 (0 = off), got -2"),
+    (["--samples", "0"], "n_samples (--samples) must be an integer >= 1, got 0"),
+])
+def test_bad_sampling_flags_one_line_nothing_written(tiny_dir, tmp_path, flags, msg):
+    """Sampling settings are checked before the model loads: one line, exit 2, no files."""
+    rc, out, err = _finish(_start("experiments.run", ["--task", "A", "--model", str(tiny_dir("llama")),
+                                                      "--layers", "1", *flags, "--out", str(tmp_path / "o")],
+                                  tmp_path))
+    assert rc == 2 and err.strip().splitlines() == [f"error: {msg}"], err
+    assert not (tmp_path / "o").exists()

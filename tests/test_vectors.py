@@ -47,8 +47,28 @@ def test_matches_manual_protocol(tiny_model):
         return cache["blocks.2.hook_resid_post"][0, -1]
 
     manual = act("bread") - torch.stack([act(b) for b in BASE]).mean(0)
-    ours = build_concept_vectors(m, ["bread"], [2], BASE, cache=False)[("bread", 2)].vector
+    ours = build_concept_vectors(m, ["bread"], [2], BASE, cache=False, chat=False)[("bread", 2)].vector
     assert torch.allclose(ours, manual / manual.norm(), atol=1e-4)
+
+
+def test_default_vectors_use_the_chat_template(tiny_model):
+    """By default the word is asked about in a chat-templated user turn (the format tasks inject
+    into), and the cache keeps chat and plain vectors apart."""
+    m = tiny_model("llama")
+
+    def act(word):
+        msgs = [{"role": "user", "content": f"Tell me about {word}."}]
+        ids = m.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
+        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+        _, cache = m.run_with_cache(torch.tensor([list(ids)]), names_filter="blocks.2.hook_resid_post")
+        return cache["blocks.2.hook_resid_post"][0, -1]
+
+    manual = act("bread") - torch.stack([act(b) for b in BASE]).mean(0)
+    chat = build_concept_vectors(m, ["bread"], [2], BASE)[("bread", 2)]
+    plain = build_concept_vectors(m, ["bread"], [2], BASE, chat=False)[("bread", 2)]
+    assert torch.allclose(chat.vector, manual / manual.norm(), atol=1e-4)
+    assert chat.raw_norm == pytest.approx(float(manual.norm()), rel=1e-4)
+    assert not torch.allclose(chat.vector, plain.vector, atol=1e-3)
 
 
 def test_cache_round_trip_and_reuse(tiny_model):

@@ -164,6 +164,62 @@ def task_a_seed(trial: int = 1) -> Conversation:
     )
 
 
+EXPLAINED_A_INTRO = PAPER_A_INTRO + (
+    " Some background on how this works, so you know what to look for. A language model like you "
+    "represents concepts as directions in its residual stream, the vectors each layer reads from "
+    "and writes to. I compute the direction for a word from your own activations and add it to "
+    "your residual stream at one layer, while you read my question and while you answer. Research "
+    "on models like you has found that such an injected direction can be noticed from the inside: "
+    "it shows up as an intrusive, out-of-place thought about one specific thing, not as text you "
+    "read. Reports are only useful if they are accurate, so say yes only if you notice something."
+)
+
+
+def task_a_explained(trial: int = 1) -> Conversation:
+    """Lindsey's detection prompt preceded by an accurate account of what injection is (the
+    framing that raised detection in Pearson-Vogel et al. 2026); same ``from`` mark."""
+    start, line = _trial_line(trial)
+    return Conversation.of(
+        ("user", EXPLAINED_A_INTRO),
+        ("assistant", "Ok."),
+        ("user", "Ok, let's get started." + line + " If so, what is the injected thought about?"),
+        **{FROM_MARK: start},
+    )
+
+
+TWO_TURN_TASK = "Please write one sentence about the weather."
+TWO_TURN_REPLY = "The weather today is mild, with a light breeze and a few clouds."
+TWO_TURN_QUESTION = (
+    "Now think back to your previous answer. Did you detect an injected thought while you "
+    "wrote it? If so, what was the injected thought about?"
+)
+
+
+def task_a_two_turn(trial: int = 1) -> Conversation:
+    """Pearson-Vogel et al. 2026's prior-injection protocol: the concept is injected only over
+    turn 1 (marks ``turn1`` … ``turn1_end``: "Trial N", the task and the assistant's reply), then
+    removed; turn 2 asks about it, reading the injected turn only through the KV cache."""
+    intro = PAPER_A_INTRO + (" In this experiment, if I inject a thought, I do it only during "
+                             "your first answer of the trial, and then ask you about it.")
+    head = f"Trial {trial}: "
+    return Conversation.of(
+        ("user", intro),
+        ("assistant", "Ok."),
+        ("user", head + TWO_TURN_TASK),
+        ("assistant", TWO_TURN_REPLY),
+        ("user", TWO_TURN_QUESTION),
+        turn1=head, turn1_end=TWO_TURN_REPLY,
+    )
+
+
+STEER_PROMPT = "Write one sentence about whatever comes to mind."
+
+
+def steer_prompt() -> Conversation:
+    """The steering check's neutral prompt: does the vector make the model say its concept?"""
+    return Conversation.of(("user", STEER_PROMPT), **{FROM_MARK: STEER_PROMPT})
+
+
 def task_a_bias(question: str) -> Conversation:
     """Bias control: an unrelated question whose answer is "no"; ``from`` marks the question."""
     return Conversation.of(("user", f"{question} Answer yes or no."), **{FROM_MARK: question})

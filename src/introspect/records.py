@@ -25,11 +25,16 @@ CONDITIONS = (
     "injected",  # the concept vector, at the trial's layer and alpha
     "control",  # same prompt, no injection
     "random",  # norm-matched random vector (ablation)
+    "concept_random",  # another concept's vector, same α (ablation: any concept vs this concept)
     "negative",  # -v (ablation)
     "bias",  # unrelated yes/no question whose right answer is "no" (with or without injection)
     "mismatch",  # a different concept than the one the trial is about (task C control)
     "think",  # task D: instructed to think about the word
     "dont_think",  # task D: instructed not to think about the word
+    "rewarded",  # task D: "if you think about X you will be rewarded" (Lindsey's incentive pair)
+    "punished",  # task D: "... you will be punished"
+    "steer",  # steering check: the concept injected into a neutral prompt
+    "steer_control",  # steering check: the same neutral prompt, no injection
     "clean",  # self-knowledge tasks: no intervention
     "perturbed",  # token-injection recovery: tokens inserted into the output stream
 )
@@ -59,7 +64,7 @@ class Record:
     condition: str
     layer_idx: int | None = None
     alpha: float = 0.0
-    alpha_units: str = "unit"
+    alpha_units: str = "raw"
     alpha_effective: float = 0.0  # the scalar actually multiplied into the unit vector
     word: str | None = None
     injected: bool = False
@@ -72,6 +77,7 @@ class Record:
     p_no: float | None = None
     variant: str = "default"
     trial_index: int = 0
+    sample: int = 0  # index of this sampled answer among the trial's K (its stream seed is in gen)
     trial_id: str = ""
     run_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -100,6 +106,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "p_yes": (int, float, type(None)),
     "p_no": (int, float, type(None)),
     "trial_id": (str,),
+    "sample": (int,),
     "run_id": (str,),
     "extra": (dict,),
 }

@@ -26,7 +26,7 @@ from introspect.records import JsonlWriter, done_trial_ids, make_header, read_re
 from introspect.tasks.base import ConfigError, RunContext, TaskConfig, TaskSpec, Trial, get_task
 from introspect.vectors import VectorBank
 
-ALPHA_UNITS = ("unit", "resid")
+ALPHA_UNITS = ("raw", "unit", "resid")
 
 
 # ---------------------------------------------------------------- small helpers
@@ -149,7 +149,10 @@ def check_owner(model_dir: Path, fingerprint: str) -> None:
 def make_context(model: Any, cfg: TaskConfig, run_id: str = "") -> RunContext:
     """A RunContext with a vector bank built on the words file's baseline list."""
     info = model_info(model)
-    bank = VectorBank(model, load_words(cfg.words_file).baseline)
+    vt = cfg.option("vector_template", "chat")
+    if vt not in ("chat", "plain"):
+        raise ConfigError(f"option vector_template must be chat or plain, got {vt!r}")
+    bank = VectorBank(model, load_words(cfg.words_file).baseline, chat=vt == "chat")
     return RunContext(model=model, model_id=info.name, fingerprint=info.fingerprint, cfg=cfg,
                       vectors=bank, run_id=run_id, notes=list(info.notes))
 

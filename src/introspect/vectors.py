@@ -27,7 +27,15 @@ from introspect.chat import Conversation, Prompt, render
 from introspect.inject import RowSpecs, injecting, pad_left
 from introspect.models import cache_root, model_info
 
-DEFAULT_TEMPLATE = "Human: Tell me about {word}\n\nAssistant:"
+PLAIN_TEMPLATE = "Human: Tell me about {word}\n\nAssistant:"  # the seed's raw-text prompt
+CHAT_TEMPLATE = "Tell me about {word}."  # the user turn when vectors use the model's chat template
+DEFAULT_TEMPLATE = PLAIN_TEMPLATE  # kept for old imports: the plain template's text
+
+
+def template_for(template: str | None, chat: bool) -> str:
+    """The prompt text for vectors: the chat user turn by default (vectors are then extracted in
+    the same format the tasks inject into), or the seed's plain "Human: … Assistant:" text."""
+    return template if template is not None else (CHAT_TEMPLATE if chat else PLAIN_TEMPLATE)
 
 
 class VectorCacheError(OSError):
@@ -103,7 +111,9 @@ class ConceptVector:
             return float(alpha)
         if units == "resid":
             return float(alpha) * self.mean_resid_norm
-        raise ValueError(f"unknown alpha units {units!r}; use 'unit' or 'resid'")
+        if units == "raw":
+            return float(alpha) * self.raw_norm
+        raise ValueError(f"unknown alpha units {units!r}; use raw, unit or resid")
 
 
 def _key(fingerprint: str, layer: int, word: str, template: str, baseline: Sequence[str], chat: bool) -> str:
@@ -153,13 +163,14 @@ def build_concept_vectors(
     layers: Sequence[int],
     baseline: Sequence[str],
     *,
-    template: str = DEFAULT_TEMPLATE,
-    chat: bool = False,
+    template: str | None = None,
+    chat: bool = True,
     batch_size: int = 32,
     cache: bool = True,
 ) -> dict[tuple[str, int], ConceptVector]:
     """Unit concept vectors for every (word, layer), cached per (model, layer, word, template, baseline)."""
     layers = check_layers(model, layers)
+    template = template_for(template, chat)
     if not words or not baseline:
         raise ValueError("need at least one target word and one baseline word")
     fp = model_info(model).fingerprint
@@ -200,10 +211,12 @@ def build_concept_vector(model: Any, layer_idx: int, word: str, baseline_words: 
 class VectorBank:
     """Per-run access to concept vectors: built lazily in batches, cached on disk and in memory."""
 
-    def __init__(self, model: Any, baseline: Sequence[str], *, template: str = DEFAULT_TEMPLATE,
-                 chat: bool = False, cache: bool = True):
+    def __init__(self, model: Any, baseline: Sequence[str], *, template: str | None = None,
+                 chat: bool = True, cache: bool = True):
+        template = template_for(template, chat)
         self.model, self.baseline, self.template, self.chat, self.cache = model, list(baseline), template, chat, cache
         self._mem: dict[tuple[str, int], ConceptVector] = {}
+        self._base_mean: dict[int, Tensor] = {}
 
     def ensure(self, words: Iterable[str], layers: Iterable[int]) -> None:
         need_w = [w for w in dict.fromkeys(words) if any((w, la) not in self._mem for la in layers)]
@@ -216,8 +229,19 @@ class VectorBank:
             self.ensure([word], [layer])
         return self._mem[(word, layer)]
 
+    def baseline_mean(self, layers: Sequence[int]) -> Float[Tensor, "layer d_model"]:
+        """Mean residual of the baseline prompts at each layer (what every concept vector subtracts)."""
+        layers = list(layers)
+        missing = [la for la in layers if la not in self._base_mean]
+        if missing:
+            prompts = [concept_prompt(self.model.tokenizer, b, self.template, self.chat) for b in self.baseline]
+            acts = torch.stack([a[:, 0] for a in residuals(self.model, prompts, missing)])  # n l d
+            self._base_mean.update(zip(missing, acts.mean(0)))
+        return torch.stack([self._base_mean[la] for la in layers])
+
     def random_like(self, cv: ConceptVector, seed: int) -> ConceptVector:
-        """A random unit vector for ablations: norm-matched to ``cv`` (both unit), same layer."""
+        """A random unit vector for ablations, same layer; it carries ``cv``'s raw norm, so in
+        every α unit it is added with exactly the norm the concept vector would be."""
         g = torch.Generator().manual_seed(seed)
         v = torch.randn(self.model.cfg.d_model, generator=g)
-        return ConceptVector(f"<random:{seed}>", cv.layer, v / v.norm(), float("nan"), cv.mean_resid_norm)
+        return ConceptVector(f"<random:{seed}>", cv.layer, v / v.norm(), cv.raw_norm, cv.mean_resid_norm)

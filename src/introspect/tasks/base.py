@@ -17,7 +17,11 @@ from introspect.records import Record, trial_id
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
 
+    from introspect.decode import Sampling
     from introspect.vectors import VectorBank
+
+
+UNMATCHED_PARAMS = {"injected", "vector_word"}  # params that say what is injected, not what is asked
 
 
 class ConfigError(ValueError):
@@ -29,8 +33,10 @@ class TaskConfig:
     """Everything a task needs besides the model. Frozen so a run's config can be recorded."""
 
     layers: tuple[int, ...] = ()
-    alphas: tuple[float, ...] = (8.0, 16.0, 32.0)
-    alpha_units: str = "unit"  # "unit": alpha x unit vector; "resid": alpha x layer's mean resid norm
+    alphas: tuple[float, ...] = (2.0, 4.0, 8.0)
+    # "raw": α × the raw mean-difference vector (Lindsey's strengths); "unit": α × the unit vector;
+    # "resid": α × the mean residual norm at the positions injected. Records carry all three.
+    alpha_units: str = "raw"
     n_concepts: int = 5
     n_trials: int = 1
     seed: int = 0
@@ -39,6 +45,33 @@ class TaskConfig:
     variant: str | None = None  # task-specific prompt variant; None = the task's default set
     words_file: str | None = None  # concepts/words.yaml by default
     options: tuple[tuple[str, Any], ...] = ()  # task-specific extras, e.g. (("data", "path.csv"),)
+    # Sampling (Lindsey 2025 and the replications sample at T=1): each trial draws K samples, each
+    # from its own RNG stream, matched across conditions that share a prompt. temperature 0 = greedy.
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    n_samples: int = 1
+
+    def __post_init__(self) -> None:
+        from introspect.decode import SamplingError
+
+        try:
+            self.sampling  # noqa: B018  (validates)
+        except SamplingError as e:
+            raise ConfigError(str(e)) from None
+        if isinstance(self.n_samples, bool) or not isinstance(self.n_samples, int) or self.n_samples < 1:
+            raise ConfigError(f"n_samples (--samples) must be an integer >= 1, got {self.n_samples}")
+
+    @property
+    def sampling(self) -> Sampling:
+        from introspect.decode import Sampling
+
+        return Sampling(float(self.temperature), float(self.top_p), int(self.top_k))
+
+    @property
+    def samples(self) -> range:
+        """Sample indices per trial: greedy decoding has one (K identical draws would fake n)."""
+        return range(1 if float(self.temperature) == 0 else self.n_samples)
 
     def option(self, key: str, default: Any = None) -> Any:
         return dict(self.options).get(key, default)
@@ -66,16 +99,28 @@ class Trial:
     word: str | None = None
     variant: str = "default"
     params: tuple[tuple[str, Any], ...] = ()  # task-specific (sentence index, decoy word, ...)
+    sample: int = 0  # which of the K sampled answers to this prompt
 
     def param(self, key: str, default: Any = None) -> Any:
         return dict(self.params).get(key, default)
 
     def id(self, fingerprint: str, seed: int) -> str:
-        return trial_id(
+        coords = dict(
             fingerprint=fingerprint, seed=seed, task=self.task, condition=self.condition,
             index=self.index, layer=self.layer, alpha=float(self.alpha), word=self.word,
             variant=self.variant, params=dict(self.params),
         )
+        if self.sample:
+            coords["sample"] = self.sample
+        return trial_id(**coords)
+
+    def stream_key(self, fingerprint: str, seed: int) -> str:
+        """The RNG stream of this trial's answer. It leaves out what is injected (condition, layer,
+        α, concept, and the ``injected`` flag), so every condition that shares this prompt, trial
+        number and sample index draws from the same stream: controls are matched, not pooled."""
+        params = {k: v for k, v in self.params if k not in UNMATCHED_PARAMS}
+        return trial_id(fingerprint=fingerprint, seed=seed, task=self.task, variant=self.variant,
+                        index=self.index, sample=self.sample, params=params, stream=True)
 
 
 @dataclass
@@ -89,6 +134,7 @@ class RunContext:
     vectors: VectorBank
     run_id: str = ""
     notes: list[str] = field(default_factory=list)
+    memo: dict[str, Any] = field(default_factory=dict)  # per-run caches (e.g. residual norms per prompt)
 
     def record(self, trial: Trial, **kw: Any) -> Record:
         """A Record pre-filled with the trial's coordinates and provenance."""
@@ -97,7 +143,7 @@ class RunContext:
             condition=trial.condition, layer_idx=trial.layer, alpha=float(trial.alpha),
             alpha_units=self.cfg.alpha_units, word=trial.word, variant=trial.variant,
             trial_index=trial.index, trial_id=trial.id(self.fingerprint, self.cfg.seed),
-            run_id=self.run_id,
+            run_id=self.run_id, sample=trial.sample,
         )
         base.update(kw)
         return Record(**base)
