@@ -10,12 +10,16 @@ words_file, out. Flags given on the command line override the file (same flags a
 turn (resumable: finished trials are skipped), then the summary and dashboard are written for the
 out dir.
 
-SLURM array (one job per shard, each writing its own out dir, merged by the report loader)::
+On SLURM (one job array, shard k in <out>/shard{k}; see experiments/launch.py)::
 
-    #SBATCH --array=0-7
-    python -m experiments.sweep experiments/presets/full.yaml \\
-        --shard $SLURM_ARRAY_TASK_ID/8 --out results/full/shard$SLURM_ARRAY_TASK_ID
-    # afterwards: python -m experiments.dashboard results/full   (load_results reads every shard)
+    python -m experiments.sweep experiments/presets/full.yaml --out results/full \\
+        --executor slurm --shards 8 --wait [--partition P --gpus-per-task G --cpus-per-task C
+        --time 4:00:00 --mem 32G --max-retries 2]
+
+prints the job id, follows finished trials across shards, resubmits a killed shard (it resumes),
+and writes the merged summary and dashboard for --out. Without --wait a small job does the merge
+after the array; rerunning the command attaches to live jobs. ``--executor local [--parallel P]``
+runs the same shards as local processes.
 
 Shard k of N holds the trials whose id (a hex hash) is k mod N, so shards are balanced, disjoint
 and stable across reruns; a rerun of a killed shard resumes where it stopped. On a multi-GPU node
@@ -50,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: usage: python -m experiments.sweep CONFIG.yaml [--shard k/N] [overrides]",
               file=sys.stderr)
         return 2
+    if any(a == "--executor" or a.startswith("--executor=") for a in argv[1:]):
+        from experiments.launch import main as launch_main
+
+        return launch_main(argv)
     return settings.main(["--sweep", argv[0], *argv[1:]])
 
 
