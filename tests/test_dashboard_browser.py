@@ -12,7 +12,7 @@ import pytest
 from introspect.report import write_dashboard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_report import write_synthetic  # noqa: E402
+from test_report import write_contract, write_synthetic  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -35,9 +35,10 @@ def _chromium(tmp: Path, profile: str, *args: str) -> subprocess.CompletedProces
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     root = write_synthetic(tmp_path_factory.mktemp("browser") / "results")
+    write_contract(root)  # issue-9 records: P(yes) curves, steering check, held-out cell, verdicts
     out = write_dashboard(root)
     n_figures = int(re.search(r'data-n-figures="(\d+)"', out.read_text()).group(1))
-    assert n_figures >= 5
+    assert n_figures >= 15
     return out, n_figures
 
 

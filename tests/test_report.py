@@ -26,6 +26,9 @@ from introspect.report.figures import build_figures
 from introspect.report.metrics import _SUMMARIES
 from introspect.tasks.tidy import row
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "injection"))
+from test_metrics import task_a_records  # noqa: E402
+
 M1 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 M2 = "tiny/other-model"
 
@@ -271,7 +274,8 @@ def test_figures_and_dashboard(results: Path, tmp_path: Path):
     s = summarize(load_results(results))
     panels = build_figures(s)
     titles = [p.title for p in panels]
-    assert sum(t.startswith("Task A") for t in titles) == 2  # two models
+    # one detection heatmap per model (issue 9 added more task-A figures beside it)
+    assert sum(t.startswith("Task A · injected-thought detection") for t in titles) == 2
     assert any(t.startswith("Task B") for t in titles)
     assert any(t.startswith("Task C") for t in titles)
     assert any("all models" in t for t in titles)  # Task D cross-model figure
@@ -345,3 +349,45 @@ def test_task_d_pairs_matched_trials():
     d = out[out.metric == "delta_cos"].set_index("layer_idx")
     assert d.loc[0, "value"] == pytest.approx(0.01) and d.loc[1, "value"] == pytest.approx(0.02)
     assert d.loc[0, "lo"] == pytest.approx(0.01) and d.loc[0, "n"] == 4  # no spread once paired
+
+
+# ---------------------------------------------------------------- issue 9 records on a dashboard
+
+
+def write_contract(root: Path) -> Path:
+    """Task A records of the issue-9 contract (samples, matched controls, steering check, bias)
+    for two models: one whose injection steers, one whose injection changes nothing."""
+    for model, identical in (("tiny/steers", False), ("tiny/inert", True)):
+        w = JsonlWriter(root / model.replace("/", "__") / "A.jsonl")
+        w.write(make_header(run_id="r", model_id=model, fingerprint="f" * 16, seed=0,
+                            config={"task": "A"}))
+        for k, r in enumerate(task_a_records(identical=identical)):
+            r.model_id, r.trial_id, r.run_id = model, f"{model}-{k}", "r"
+            w.write(r)
+    return root
+
+
+def test_dashboard_shows_issue9_figures(tmp_path: Path):
+    root = write_contract(tmp_path / "results")
+    s = summarize(load_results(root))
+    assert {"ci", "n_clusters", "p", "p_holm", "note"} <= set(s.columns)
+    titles = [p.title for p in build_figures(s)]
+    for model in ("tiny/steers", "tiny/inert"):
+        for kind in ("injected-thought detection", "P(yes) vs α", "introspection score",
+                     "controls"):
+            assert f"Task A · {kind} · {model} · paper" in titles, (kind, model)
+        assert f"Task A · steering check · {model}" in titles
+    assert "Task A · best cell, measured on held-out concepts" in titles
+    heat = next(p for p in build_figures(s) if p.title.startswith("Task A · injected-thought"))
+    assert [t.name for t in heat.fig.data] == ["tpr", "fpr", "net", "steer_share"]
+    pyes = next(p for p in build_figures(s) if p.title.startswith("Task A · P(yes)"))
+    names = {t.name for t in pyes.fig.data}
+    assert names == {"detection, injected", "detection, matched control",
+                     "bias question, injected", "bias question, not injected"}
+    assert all(t.error_y.array is not None for t in pyes.fig.data)  # every point has its CI
+    html = write_dashboard(root).read_text()
+    assert 'class="verdict none"><strong>tiny/inert</strong>: injection had no measurable effect' in html
+    assert 'class="verdict effect"><strong>tiny/steers</strong>' in html
+    assert "Task A · every cell with its steering check" in html
+    assert "lp rise ≥ 1 nat" in html and "cluster-bootstrap(concept×prompt)" in html
+    assert html.count("Plotly.newPlot(") == len(titles)

@@ -132,7 +132,8 @@ def test_tpr_fpr_net_matched(summary):
     tpr, fpr, net = (get(summary, m) for m in ("tpr", "fpr", "net"))
     assert (tpr.value, tpr.n, tpr.n_clusters) == (7 / 16, 16, 4)
     assert tpr.ci == "cluster-bootstrap(concept)∪wilson"
-    assert fpr.value == pytest.approx(4 / 16) and fpr.n == 16
+    # one control serves all four concepts: the FPR counts each of the 4 controls once
+    assert fpr.value == pytest.approx(1 / 4) and fpr.n == 4
     assert fpr.ci == "cluster-bootstrap(prompt)∪wilson"  # shared controls cluster by prompt
     assert net.value == pytest.approx(3 / 16) and net.lo <= 3 / 16 <= net.hi
     assert net.ci == "cluster-bootstrap(concept×prompt)"
@@ -274,6 +275,7 @@ def test_split_half_reports_on_held_out_concepts(summary):
     assert r.layer_idx == best
     assert r.value == pytest.approx(net(DET_L2 if best == 2 else DET_L4, out))
     assert get(summary, "tpr@held_out", layer=best).n == 8
+    assert get(summary, "fpr@held_out", layer=best).n == 4
 
 
 def test_holm_known_values():
@@ -315,7 +317,19 @@ def test_task_b_paired_mcnemar():
     assert get(s, "thought_correct:control", layer=2).value == 0.0
     rc = get(s, "delta_repeat_correct", layer=2)
     assert rc.value == pytest.approx(-2 / 8)
+    assert not (s["metric"] == "no_measurable_effect").any()  # no answer text: no verdict
     assert get(s, "thought_correct:injected", layer=2).ci == "cluster-bootstrap(concept)∪wilson"
+
+
+def test_task_b_verdict_from_identical_answers():
+    recs = []
+    for w in ("a", "b", "c"):
+        for i, s in PROMPTS:
+            for cond, layer in (("control", None), ("injected", 2)):
+                recs.append(_bc("B", cond, w, i, s, layer, grade={"thought_correct": False},
+                                response=f"the same words {w} {i} {s}"))
+    v = get(summarize(flat(recs)), "no_measurable_effect", variant="all", layer=None)
+    assert v.value == 1.0 and v.note.startswith("injection had no measurable effect: 100%")
 
 
 def test_task_c_matched_deltas():

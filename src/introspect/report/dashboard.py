@@ -1,6 +1,8 @@
 """One self-contained HTML dashboard for a results directory.
 
-Everything is inline (plotly.js once, in the head; no CDN), so the file can be mailed or opened
+Besides the figures: a verdict per model on whether the injection measurably did anything (a
+null next to an injection that moved nothing is no evidence about introspection), and a task-A
+table with every detection number beside the steering check of its cell. Everything is inline (plotly.js once, in the head; no CDN), so the file can be mailed or opened
 offline. A tiny script loaded before anything else records JavaScript errors into the
 ``data-js-errors`` attribute of <html> (and a hidden <pre id="js-errors">), and after load the
 number of rendered plots goes into ``data-plots-rendered``, so a headless browser's dumped DOM
@@ -22,6 +24,7 @@ from plotly.offline import get_plotlyjs
 from introspect.report.figures import Panel, build_figures
 from introspect.report.load import load_headers, load_results
 from introspect.report.metrics import summarize
+from introspect.tasks.injection.metrics_steer import RULE
 
 _ERROR_HOOK = """
 (function () {
@@ -84,6 +87,10 @@ td.mono, .mono { font-family:ui-monospace, SFMono-Regular, Menlo, monospace; fon
 .scroll { max-height:560px; overflow:auto; border:1px solid var(--line); border-radius:6px; }
 details summary { cursor:pointer; color:var(--accent); margin:4px 0 10px; }
 .empty { color:var(--muted); font-style:italic; }
+.verdict { padding:8px 14px; margin:8px 0; border-radius:4px; border-left:4px solid; }
+.verdict.none { background:#fff1f0; border-color:#cf222e; }
+.verdict.effect { background:#effaf2; border-color:#1a7f37; }
+.verdict.unknown { background:#fff8e5; border-color:#bf8700; }
 """
 
 
@@ -130,18 +137,76 @@ def _num(v: float) -> str:
     return "" if pd.isna(v) else f"{v:.3g}"
 
 
+def _ci(lo: float, hi: float) -> str:
+    return "" if pd.isna(lo) or pd.isna(hi) else f"[{_num(lo)}, {_num(hi)}]"
+
+
 def summary_table(summary: pd.DataFrame) -> str:
-    """HTML table of the tidy summary: estimate, 95% CI and n per metric."""
+    """HTML table of the tidy summary: estimate, 95% CI, its method, n, concepts, p, note."""
     if summary.empty:
         return '<p class="empty">No trial records found.</p>'
     rows = [[r.model_id, r.task, r.variant, "" if pd.isna(r.layer_idx) else int(r.layer_idx),
              _num(r.alpha), r.alpha_units, r.metric, r.condition, _num(r.value),
-             "" if pd.isna(r.lo) else f"[{_num(r.lo)}, {_num(r.hi)}]", r.n]
+             _ci(r.lo, r.hi), getattr(r, "ci", ""), r.n,
+             "" if pd.isna(getattr(r, "n_clusters", None)) else int(r.n_clusters),
+             _num(getattr(r, "p", float("nan"))), _num(getattr(r, "p_holm", float("nan"))),
+             getattr(r, "note", "")]
             for r in summary.itertuples()]
     head = ["model", "task", "variant", "layer", "α", "α units", "metric", "condition",
-            "estimate", "95% CI", "n"]
+            "estimate", "95% CI", "CI method", "n", "concepts", "McNemar p", "Holm p", "note"]
     return (f"<details><summary>Show all {len(rows)} metrics (also in summary.csv / "
             f"summary.json)</summary>{_table(rows, head, mono={6})}</details>")
+
+
+def verdicts(summary: pd.DataFrame) -> str:
+    """One line per model: did the injection measurably do anything (``no_measurable_effect``)?"""
+    if summary.empty or "metric" not in summary:
+        return ""
+    v = summary[summary["metric"] == "no_measurable_effect"]
+    out = []
+    for r in v.itertuples():
+        kind = "unknown" if pd.isna(r.value) else ("none" if r.value == 1 else "effect")
+        out.append(f'<div class="verdict {kind}"><strong>{_esc(r.model_id)}</strong>: '
+                   f"{_esc(r.note)}</div>")
+    return "".join(out)
+
+
+_CELL_TABLE = (("tpr", "TPR"), ("fpr", "FPR (matched)"), ("net", "Net"),
+               ("steer_share", "share steering"), ("steer_lp_rise", "lp rise (nats)"),
+               ("introspection_score", "introspection score"), ("identification", "identified"),
+               ("identification_mismatch", "named mismatch"), ("answers_identical", "answers = control"),
+               ("coherent:injected", "coherent"))
+
+
+def detection_table(summary: pd.DataFrame) -> str:
+    """Task A per (model, variant, layer, α): every detection number beside its steering check."""
+    a = summary[(summary["task"] == "A") & summary["layer_idx"].notna()
+                & ~summary["variant"].isin(("bias", "steer", "all"))] if not summary.empty else summary
+    if a.empty:
+        return ""
+    keys = ["model_id", "variant", "layer_idx", "alpha", "alpha_units"]
+    idx = a.set_index([*keys, "metric"])
+    rows = []
+    for cell in a[keys].drop_duplicates().sort_values(keys).itertuples(index=False):
+        line = [cell.model_id, cell.variant, int(cell.layer_idx), _num(cell.alpha), cell.alpha_units]
+        for metric, _ in _CELL_TABLE:
+            try:
+                r = idx.loc[(*cell, metric)]
+            except KeyError:
+                line.append("")
+                continue
+            r = r.iloc[0] if isinstance(r, pd.DataFrame) else r
+            txt = f"{_num(r['value'])} {_ci(r['lo'], r['hi'])}".strip()
+            if metric == "net" and not pd.isna(r.get("p_holm")):
+                txt += f" (Holm p {_num(r['p_holm'])})"
+            line.append(txt)
+        rows.append(line)
+    head = ["model", "variant", "layer", "α", "units", *[h for _, h in _CELL_TABLE]]
+    return (f'<section class="card" id="cells"><h2>Task A · every cell with its steering check</h2>'
+            f'<p class="caption">Each (layer, α) cell: detection against matched controls, with '
+            f"the steering check of the same cell beside it ({_esc(RULE)}). A cell whose vector "
+            f"does not steer cannot show introspection; its null is uninformative.</p>"
+            f"{_table(rows, head)}</section>")
 
 
 def _figure_html(panel: Panel, i: int) -> str:
@@ -168,6 +233,9 @@ def render_dashboard(df: pd.DataFrame, headers: pd.DataFrame, title: str = "",
         '<section class="card"><p class="empty">No figures: no trial records with metrics.</p>'
         "</section>")
     plotly_js = f"<script>{get_plotlyjs()}</script>" if panels else ""
+    cells = detection_table(summary)
+    if cells:
+        toc = '<li><a href="#cells">Task A · every cell with its steering check</a></li>' + toc
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -181,12 +249,20 @@ def render_dashboard(df: pd.DataFrame, headers: pd.DataFrame, title: str = "",
 <p class="meta">{len(df)} trials · models: {_esc(", ".join(models)) or "none"} ·
 tasks: {_esc(", ".join(tasks)) or "none"} · source: <span class="mono">{_esc(source)}</span> ·
 generated {now}</p>
-<p class="note">Every rate carries a 95% confidence interval: Wilson intervals for proportions,
-seeded percentile bootstrap for differences (Net, Δ-intentional, Δ-activation) and means.
-Hover over a plot to see the interval and the number of trials n behind each point.</p>
+<p class="note">Every number carries a 95% confidence interval, and the summary table names
+each one's method. Sampled answers nest in concepts, so rates and differences use a seeded
+bootstrap over concepts (all of a drawn concept's trials and samples kept); rate intervals are
+never narrower than Wilson's over all answers; shared controls are resampled by prompt too; a
+single concept falls back to Wilson or a bootstrap over pairs. Injected answers are compared with
+the control answers to the identical prompts and sample streams (matched FPR, paired Net), with
+McNemar and clustered-McNemar p-values, Holm-adjusted across each grid. A best cell is shown only
+when it was picked on half of the concepts and measured on the other half. Hover over a plot
+for the interval, n and the number of concepts behind each point.</p>
+{verdicts(summary)}
 <nav><strong>Figures</strong><ul>{toc}<li><a href="#runs">Runs</a></li>
 <li><a href="#summary">Summary table</a></li></ul></nav>
 </header>
+{cells}
 {figs}
 <section class="card" id="runs"><h2>Runs</h2>
 <p class="caption">One row per run header: what model, weights fingerprint, library versions,

@@ -136,8 +136,9 @@ def _key_frame(df: pd.DataFrame, with_word: bool) -> pd.DataFrame:
 def pair(treated: pd.DataFrame, controls: pd.DataFrame) -> pd.DataFrame:
     """Treated rows joined to the control with the same match key (treated rows without one drop).
 
-    Control columns come back suffixed ``~c``; ``concept`` is the treated row's word and
-    ``prompt`` its (trial, sentence). Controls that all carry a word are matched on it too.
+    Control columns come back suffixed ``~c``; ``concept`` is the treated row's word,
+    ``prompt`` its (trial, sentence) and ``control_id`` names the control (one control may serve
+    several treated rows). Controls that all carry a word are matched on it too.
     Duplicate controls of one key (a resumed run) count once.
     """
     if treated.empty or controls.empty:
@@ -154,6 +155,7 @@ def pair(treated: pd.DataFrame, controls: pd.DataFrame) -> pd.DataFrame:
         return out
     out["concept"] = concepts(out)
     out["prompt"] = [f"{i}|{s}" for i, s in zip(out["k:trial_index"], out["k:extra.sentence"])]
+    out["control_id"] = ["|".join(map(str, k)) for k in zip(*(out[f"k:{k}"] for k in keys))]
     return out.drop(columns=[f"k:{k}" for k in keys])
 
 
@@ -162,6 +164,11 @@ def pair(treated: pd.DataFrame, controls: pd.DataFrame) -> pd.DataFrame:
 
 def _labels(clusters: Any, n: int) -> np.ndarray:
     return np.full(n, "", dtype=object) if clusters is None else np.asarray(clusters, dtype=object)
+
+
+def unique_controls(p: pd.DataFrame) -> pd.DataFrame:
+    """The matched pairs with each control once (for rates of the controls themselves)."""
+    return p.drop_duplicates("control_id") if not p.empty else p
 
 
 def rate_row(keys: dict[str, Any], metric: str, x: np.ndarray, condition: str,

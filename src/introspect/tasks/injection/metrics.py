@@ -13,12 +13,13 @@ model/task/variant pooled as the baseline, compared unpaired, and say so in ``no
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from introspect.tasks.injection.metrics_a import summarize_a
+from introspect.tasks.injection.metrics_a import EFFECT_P, IDENTICAL, summarize_a
 from introspect.tasks.injection.metrics_d import summarize_d
 from introspect.tasks.tidy import (
     CELL,
@@ -35,6 +36,7 @@ from introspect.tasks.tidy import (
     pair,
     paired_row,
     rate_row,
+    row,
     split_half,
 )
 
@@ -61,6 +63,34 @@ def _common_rows(keys: dict, inj: pd.DataFrame, p: pd.DataFrame) -> list[dict]:
     out += rate_row(keys, "answers_identical", same, "injected=control", lab,
                     note="share of injected answers word-for-word equal to their matched control")
     return out
+
+
+def _same(p: pd.DataFrame) -> list[float]:
+    """Per pair: 1 when the injected answer equals its control word for word (pairs with no
+    recorded text on either side are left out)."""
+    return [float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c")) if a or b]
+
+
+def verdict(model: str, task: str, rows: list[dict], identical: list[float]) -> list[dict]:
+    """Tasks B/C: did the injection measurably change the answers at all? (Task A's verdict
+    also reads the steering check.) 1 = no measurable effect, 0 = effect, NaN = cannot tell."""
+    if not identical:
+        return []
+    sig = [r for r in rows if r["model_id"] == model and r["metric"].startswith("delta_")
+           and not r["metric"].endswith("@held_out") and r["p_holm"] < EFFECT_P]
+    same = float(np.mean(identical))
+    evidence = (f"{same:.0%} of injected answers equal their matched control; {len(sig)} "
+                f"paired differences with Holm p < {EFFECT_P}")
+    if sig:
+        v, note = 0.0, f"injection has a measurable effect: {evidence}"
+    elif same >= IDENTICAL:
+        v, note = 1.0, (f"injection had no measurable effect: {evidence}. A null here says "
+                        "nothing about introspection (see task A's steering check).")
+    else:
+        v, note = math.nan, (f"answers differ from controls but nothing is significant: "
+                             f"{evidence}; task A's steering check tells whether the vector steers")
+    keys = {"model_id": model, "task": task, "variant": "all"}
+    return [row(keys, "no_measurable_effect", (v, math.nan, math.nan), len(identical), note=note)]
 
 
 # ---------------------------------------------------------------- Task B
@@ -93,6 +123,7 @@ def summarize_b(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Task B: strict success, thought-correct, repeat-correct, MC accuracy, injected vs matched
     control, with paired differences (McNemar) per cell; split-half best cell."""
     out: list[dict[str, Any]] = []
+    identical: dict[str, list[float]] = {}
     for vkeys, vdf in groups(df, ["model_id", "task", "variant"]):
         matched = _pairs_exist(vdf, "injected", "control")
         ctl = vdf[vdf["condition"] == "control"]
@@ -106,6 +137,7 @@ def summarize_b(df: pd.DataFrame) -> list[dict[str, Any]]:
                     continue
                 out += _b_rows(keys, p) + _common_rows(keys, inj, p)
                 cells.append((keys, p))
+                identical.setdefault(keys["model_id"], []).extend(_same(p))
                 continue
             base = baseline(vdf, cdf, "control")
             for column, name in B_NAMES.items():
@@ -114,7 +146,10 @@ def summarize_b(df: pd.DataFrame) -> list[dict[str, Any]]:
                 out += rate_row(keys, f"{name}:control", b, "control", note=LEGACY)
                 out += diff_row(keys, f"delta_{name}", a, b, "injected-control", note=LEGACY)
         out += split_half(cells, _b_score, lambda k, h, note: _b_rows(k, h, "@held_out", note))
-    return add_holm(out, {f"delta_{n}" for n in B_NAMES.values()})
+    add_holm(out, {f"delta_{n}" for n in B_NAMES.values()})
+    for model, same in sorted(identical.items()):
+        out += verdict(model, "B", out, same)
+    return out
 
 
 # ---------------------------------------------------------------- Task C
@@ -163,6 +198,7 @@ def summarize_c(df: pd.DataFrame) -> list[dict[str, Any]]:
     matched control; paired Δ-intentional for the matching and the mismatched concept (McNemar),
     and matching minus mismatched; split-half best cell."""
     out: list[dict[str, Any]] = []
+    identical: dict[str, list[float]] = {}
     for vkeys, vdf in groups(df, ["model_id", "task", "variant"]):
         matched = _pairs_exist(vdf, "injected", "control")
         ctl = vdf[vdf["condition"] == "control"]
@@ -176,6 +212,7 @@ def summarize_c(df: pd.DataFrame) -> list[dict[str, Any]]:
                 if not pi.empty:
                     out += _common_rows(keys, inj, pi)
                     cells.append((keys, pi))
+                    identical.setdefault(keys["model_id"], []).extend(_same(pi))
                 pim = pair(inj, mis)
                 if not pim.empty:
                     out += paired_row(keys, "delta_intentional:injected-mismatch", _intent(pim)[0],
@@ -198,8 +235,11 @@ def summarize_c(df: pd.DataFrame) -> list[dict[str, Any]]:
                                     f"{cond}-control", note=LEGACY)
         out += split_half(cells, _c_score, lambda k, h, note: _c_rows(
             k, h, pd.DataFrame(), "@held_out", note))
-    return add_holm(out, {"delta_intentional:injected", "delta_intentional:mismatch",
-                          "delta_intentional:injected-mismatch"})
+    add_holm(out, {"delta_intentional:injected", "delta_intentional:mismatch",
+                   "delta_intentional:injected-mismatch"})
+    for model, same in sorted(identical.items()):
+        out += verdict(model, "C", out, same)
+    return out
 
 
 SUMMARIES = {"A": summarize_a, "B": summarize_b, "C": summarize_c, "D": summarize_d}

@@ -48,6 +48,7 @@ from introspect.tasks.tidy import (
     rate_row,
     row,
     split_half,
+    unique_controls,
 )
 
 NOT_DETECTION = ("bias", "steer")
@@ -86,28 +87,35 @@ def _alpha_rows(keys: dict, inj: pd.DataFrame) -> list[dict]:
 
 
 def _detection_rows(keys: dict, inj: pd.DataFrame, p: pd.DataFrame) -> list[dict]:
-    """TPR, matched FPR, Net (paired), coherent-only rates, P(yes) shift, identical answers."""
+    """TPR, matched FPR, Net (paired), coherent-only rates, P(yes) shift, identical answers.
+
+    Rates of the controls themselves count each matched control once, clustered by prompt when
+    one control serves every concept."""
     out = rate_row(keys, "tpr", flag(col(inj, "grade.detected")), "injected", concepts(inj))
     shared = _shared(p)
     lab, crs = p["concept"].to_numpy(), p["prompt"].to_numpy()
-    c_lab, unit = (crs, "prompt") if shared else (lab, "concept")
+    u = unique_controls(p) if shared else p
+    u_lab, unit = (u["prompt"].to_numpy(), "prompt") if shared else (lab, "concept")
     det, det_c = flag(col(p, "grade.detected")), flag(col(p, "grade.detected~c"))
-    out += rate_row(keys, "fpr", det_c, "control (matched)", c_lab, unit)
+    u_det = flag(col(u, "grade.detected~c"))
+    out += rate_row(keys, "fpr", u_det, "control (matched)", u_lab, unit)
     out += paired_row(keys, "net", det, det_c, "injected-control", lab, crs if shared else None)
-    coh, coh_c = flag(col(inj, "grade.coherent"), None), flag(col(p, "grade.coherent~c"), None)
+    coh, u_coh = flag(col(inj, "grade.coherent"), None), flag(col(u, "grade.coherent~c"), None)
     out += rate_row(keys, "coherent:injected", coh, "injected", concepts(inj))
-    out += rate_row(keys, "coherent:control", coh_c, "control (matched)", c_lab, unit)
+    out += rate_row(keys, "coherent:control", u_coh, "control (matched)", u_lab, unit)
     if not np.isnan(coh).all():
         out += rate_row(keys, "tpr:coherent", np.where(coh == 1, flag(col(inj, "grade.detected")),
                                                        np.nan), "injected", concepts(inj))
-        out += rate_row(keys, "fpr:coherent", np.where(coh_c == 1, det_c, np.nan),
-                        "control (matched)", c_lab, unit)
-        both = (flag(col(p, "grade.coherent"), None) == 1) & (coh_c == 1)
+        out += rate_row(keys, "fpr:coherent", np.where(u_coh == 1, u_det, np.nan),
+                        "control (matched)", u_lab, unit)
+        both = (flag(col(p, "grade.coherent"), None) == 1) & (
+            flag(col(p, "grade.coherent~c"), None) == 1)
         out += paired_row(keys, "net:coherent", np.where(both, det, np.nan), det_c, "injected-control",
                           lab, crs if shared else None, note="pairs whose two answers are coherent")
     py, py_c = num(col(p, "p_yes")), num(col(p, "p_yes~c"))
     out += mean_row(keys, "p_yes_mean:injected", num(col(inj, "p_yes")), "injected", concepts(inj))
-    out += mean_row(keys, "p_yes_mean:control", py_c, "control (matched)", c_lab, unit)
+    out += mean_row(keys, "p_yes_mean:control", num(col(u, "p_yes~c")), "control (matched)", u_lab,
+                    unit)
     out += paired_row(keys, "p_yes_shift", py, py_c, "injected-control", lab,
                       crs if shared else None)
     same = np.array([float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c"))])
@@ -233,8 +241,10 @@ def _held_out(keys: dict, h: pd.DataFrame, note: str) -> list[dict]:
     out = paired_row(keys, "net@held_out", det, det_c, "injected-control", lab,
                      crs if _shared(h) else None, note=note)
     out += rate_row(keys, "tpr@held_out", det, "injected", lab, note=note)
-    out += rate_row(keys, "fpr@held_out", det_c, "control (matched)", *(
-        (crs, "prompt") if _shared(h) else (lab, "concept")), note=note)
+    u = unique_controls(h) if _shared(h) else h
+    out += rate_row(keys, "fpr@held_out", flag(col(u, "grade.detected~c")), "control (matched)",
+                    *((u["prompt"].to_numpy(), "prompt") if _shared(h) else (lab, "concept")),
+                    note=note)
     return out
 
 
@@ -293,7 +303,8 @@ def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
                                    if not bias_pairs.empty else bias_pairs)
                 cells.append((keys, inj, p))
                 identical.setdefault(keys["model_id"], []).extend(
-                    float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c")))
+                    float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c"))
+                    if a or b)
             else:
                 p = pd.DataFrame()
                 out += _legacy_rows(keys, inj, cdf, vdf)
