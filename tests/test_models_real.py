@@ -57,16 +57,18 @@ def test_qwen_identity(qwen):
     assert qwen.tokenizer.chat_template and qwen.tokenizer.eos_token == "<|im_end|>"
 
 
-def test_qwen_concept_vectors_equal_a_plain_transformers_forward(qwen, qwen_hf):
+@pytest.mark.parametrize("chat", [True, False])
+def test_qwen_concept_vectors_equal_a_plain_transformers_forward(qwen, qwen_hf, chat):
     from introspect.prompts import load_words
-    from introspect.vectors import DEFAULT_TEMPLATE, build_concept_vectors
+    from introspect.vectors import build_concept_vectors, concept_prompt, template_for
 
     baseline = list(load_words().baseline[:8])
     words, layers = ["bread", "ocean"], [6, 12]
-    ours = build_concept_vectors(qwen, words, layers, baseline, cache=False)
+    ours = build_concept_vectors(qwen, words, layers, baseline, chat=chat, cache=False)
+    template = template_for(None, chat)
 
-    def last_hidden(text: str) -> list[torch.Tensor]:  # one prompt at a time: no padding at all
-        ids = torch.tensor([qwen.tokenizer(DEFAULT_TEMPLATE.format(word=text))["input_ids"]])
+    def last_hidden(word: str) -> list[torch.Tensor]:  # one prompt at a time: no padding at all
+        ids = torch.tensor([concept_prompt(qwen.tokenizer, word, template, chat).ids])
         with torch.no_grad():
             hs = qwen_hf(ids, output_hidden_states=True).hidden_states
         return [hs[layer + 1][0, -1] for layer in layers]  # hidden_states[0] is the embedding
