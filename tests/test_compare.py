@@ -38,12 +38,22 @@ SUMMARY = _summary([
     ("m1", "A", 2, 8.0, "unit", "paper", "net", "", 0.5, 0.2, 0.8, 10),
     ("m1", "A", 2, 8.0, "unit", "paper", "tpr", "", 0.6, 0.3, 0.85, 10),
     ("m1", "A", 2, 8.0, "unit", "paper", "fpr", "", 0.1, 0.02, 0.4, 10),
-    ("m1", "A", 2, 8.0, "unit", "paper", "steer_rate", "", 0.7, 0.4, 0.9, 10),
+    ("m1", "A", 2, 8.0, "unit", "paper", "steer_share", "", 0.7, 0.4, 0.9, 10),
+    ("m1", "A", 2, 8.0, "unit", "paper", "steer_lp_rise:bread", "", 2.0, 1.0, 3.0, 10),
     ("m1", "A", 2, 8.0, "unit", "paper", "bias_yes_diff", "", 0.0, -0.1, 0.1, 10),
-    # m2, task A: one cell with a NaN Net estimate next to a real one in another cell
+    # m2, task A: a NaN Net estimate in one cell, a real one in another
     ("m2", "A", 3, 8.0, "unit", "paper", "net", "", NAN, NAN, NAN, 0),
     ("m2", "A", 5, 8.0, "unit", "paper", "net", "", -0.1, -0.3, 0.1, 6),
     ("m2", "A", 5, 8.0, "unit", "paper", "tpr", "", 0.0, 0.0, 0.4, 6),
+    # m2, task B: a split-half estimate picks its cell (not the in-sample maximum at L4)
+    ("m2", "B", 4, 8.0, "unit", "paper", "delta_strict_success", "", 0.4, 0.1, 0.6, 8),
+    ("m2", "B", 6, 8.0, "unit", "paper", "delta_strict_success", "", 0.2, 0.0, 0.4, 8),
+    ("m2", "B", 6, 8.0, "unit", "paper", "strict_success:injected", "", 0.3, 0.1, 0.6, 8),
+    ("m2", "B", 6, 8.0, "unit", "paper", "delta_strict_success@held_out", "", 0.1, -0.1, 0.3, 4),
+    # the steering-check variant and a model-level verdict
+    ("m1", "A", 2, 8.0, "unit", "steer", "steer_share", "", 0.5, 0.2, 0.8, 4),
+    ("m1", "A", 2, 8.0, "unit", "steer", "steer_lp_rise", "", 1.5, 0.5, 2.5, 4),
+    ("m1", "A", None, NAN, "unit", "all", "no_measurable_effect", "", 0.0, NAN, NAN, 8),
     # task D: no layer / alpha cell for the peak
     ("m1", "D", None, 0.0, "unit", "plain", "peak_delta_cos", "", 0.03, NAN, NAN, 6),
     ("m1", "D", None, 0.0, "unit", "plain", "auc_delta_cos", "", 0.2, NAN, NAN, 6),
@@ -56,14 +66,21 @@ SUMMARY = _summary([
 
 def test_headline_picks_the_best_cell_and_reads_the_rest_there():
     h = headline_table(SUMMARY)
-    a1 = h[(h.model_id == "m1") & (h.task == "A")].set_index("metric")
-    assert list(a1.index) == ["net", "tpr", "fpr", "steer_rate"]
+    a1 = h[(h.model_id == "m1") & (h.task == "A") & (h.variant == "paper")].set_index("metric")
+    assert list(a1.index) == ["net", "tpr", "fpr", "steer_share"]  # per-concept rows left out
     assert (a1["layer_idx"] == 2).all() and (a1["alpha"] == 8.0).all() and (a1["n_cells"] == 2).all()
     assert a1.loc["tpr", "value"] == 0.6  # the best cell's TPR, not the larger one elsewhere
-    assert a1.loc["net", "role"] == "headline" and a1.loc["steer_rate", "role"] == "steering"
+    assert a1.loc["net", "role"] == "headline" and a1.loc["steer_share", "role"] == "steering"
     assert a1.loc["fpr", "role"] == "same cell"
     a2 = h[(h.model_id == "m2") & (h.task == "A")].set_index("metric")
     assert a2.loc["net", "value"] == -0.1 and a2.loc["net", "layer_idx"] == 5  # NaN never wins
+    b = h[h.task == "B"]
+    assert b["metric"].tolist() == ["delta_strict_success@held_out", "delta_strict_success",
+                                    "strict_success:injected"]
+    assert (b["layer_idx"] == 6).all() and b["role"].tolist()[:2] == ["headline (held out)", "same cell"]
+    steer = h[(h.task == "A") & (h.variant == "steer")]
+    assert steer["metric"].tolist() == ["steer_share", "steer_lp_rise"] and steer["role"].iloc[0] == "headline"
+    assert h[(h.variant == "all")]["metric"].tolist() == ["no_measurable_effect"]
     d = h[h.task == "D"].set_index("metric")
     assert list(d.index) == ["peak_delta_cos", "auc_delta_cos"] and d["layer_idx"].isna().all()
     assert h[h.task == "seb-difficulty"]["value"].tolist() == [0.48]
@@ -71,10 +88,18 @@ def test_headline_picks_the_best_cell_and_reads_the_rest_there():
 
 
 def test_cell_text_states_interval_n_and_cell():
-    h = headline_table(SUMMARY).set_index(["model_id", "task", "metric"])
-    assert cell_text(h.loc[("m1", "A", "net")]) == "0.5 [0.2, 0.8] n=10 · L2 α8 (best of 2)"
-    assert cell_text(h.loc[("m1", "D", "peak_delta_cos")]) == "0.03 n=6"
-    assert cell_text(h.loc[("m2", "seb-difficulty", "accuracy")]) == "0.48 [0.26, 0.68] n=10"
+    h = headline_table(SUMMARY)
+
+    def at(*key: str) -> pd.Series:
+        m = (h["model_id"] == key[0]) & (h["task"] == key[1]) & (h["variant"] == key[2])
+        return h[m & (h["metric"] == key[3])].iloc[0]
+
+    assert cell_text(at("m1", "A", "paper", "net")) == "0.5 [0.2, 0.8] n=10 · L2 α8 (best of 2)"
+    assert cell_text(at("m1", "A", "paper", "tpr")) == "0.6 [0.3, 0.85] n=10 · L2 α8"
+    assert cell_text(at("m2", "B", "paper", "delta_strict_success@held_out")) == (
+        "0.1 [-0.1, 0.3] n=4 · L6 α8 (picked on the other half of the concepts, of 2)")
+    assert cell_text(at("m1", "D", "plain", "peak_delta_cos")) == "0.03 n=6"
+    assert cell_text(at("m2", "seb-difficulty", "arith", "accuracy")) == "0.48 [0.26, 0.68] n=10"
 
 
 def _card(model: str, params: int, **kw) -> str:
@@ -109,12 +134,14 @@ def test_wide_table_and_page():
     assert comp.models == ("m2", "m1")
     wide = wide_table(comp)
     assert list(wide.columns) == ["task", "variant", "metric", "m2", "m1"]
-    assert list(dict.fromkeys(wide["task"])) == ["A", "D", "seb-difficulty", "mytask"]
+    assert list(dict.fromkeys(wide["task"])) == ["A", "B", "D", "seb-difficulty", "mytask"]
     net = wide[(wide.task == "A") & (wide.metric == "net")].iloc[0]
     assert net["m1"].startswith("0.5 [0.2, 0.8]") and net["m2"].startswith("-0.1 [")
     assert wide[(wide.task == "D")]["m2"].tolist() == ["", ""]  # m2 has no task D
     html = render_compare(comp, source="x")
     assert 'data-n-models="2"' in html and 'data-n-figures="1"' in html
+    titles = [json.dumps(t)[1:-1] for t in ("A · paper · net", "B · paper · delta_strict_success@held_out")]
+    assert all(t in html for t in titles)  # one forest plot per task and variant
     assert "Q4_K_M GGUF, dequantized to fp32" in html and "<td>200</td>" in html
     assert "Steering-check rows" in html
     assert "<script src" not in html and len(html) > 1_000_000  # plotly.js inline, offline

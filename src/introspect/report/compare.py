@@ -7,7 +7,9 @@ null on a 4-bit 135M model and one on a 0.5B model mean different things. Pure f
 caller loads records (``load_results`` / ``load_headers`` over several model folders) and gets a
 ``Comparison`` and its HTML back; writing files is the CLI's job.
 
-Injection tasks run a grid of (layer, α) cells; per model, the cell with the largest headline
+Injection tasks run a grid of (layer, α) cells. Where the records carry a split-half estimate
+(``<metric>@held_out``: the cell picked on half of the concepts, reported on the other half),
+that is the headline and its cell is the one shown; otherwise the cell with the largest headline
 estimate is shown, with the number of cells it was picked from (a post-hoc pick: its nominal
 interval is optimistic when that number is > 1). The task's other figures are read in the same
 cell, and so is the steering check (metrics named ``steer*``) when the records have one.
@@ -31,10 +33,12 @@ CARD_COLUMNS = ["model", "family", "parameters", "layers", "d_model", "quantizat
 HEADLINE_COLUMNS = ["task", "variant", "metric", "role", "model_id", "value", "lo", "hi", "n",
                     "layer_idx", "alpha", "alpha_units", "n_cells"]
 
-# Per task: the headline metric first (it picks the cell), then figures read in the same cell.
+# Per task: the first of these present is the headline (it picks the cell); the rest present are
+# read in the same cell. A group with none of them shows its steering check, else its first metric.
 HEADLINES: dict[str, tuple[str, ...]] = {
-    "A": ("net", "tpr", "fpr", "identification"),
-    "B": ("strict_success:injected", "thought_correct:injected", "strict_success:control"),
+    "A": ("net", "tpr", "fpr", "introspection_score", "identification"),
+    "B": ("delta_strict_success", "delta_mc_accuracy", "strict_success:injected",
+          "strict_success:control", "mc_accuracy:injected", "mc_accuracy:control"),
     "C": ("delta_intentional:injected", "intentional:injected", "intentional:control"),
     "D": ("peak_delta_cos", "auc_delta_cos", "auc_delta_cos_ctrl"),
     "seb-association": ("accuracy_minus_all_no", "accuracy", "precision"),
@@ -43,6 +47,8 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "delegate": ("self_accuracy_lift", "delegation_rate", "introspection_mcc"),
     "recovery": ("accuracy_drop_vs_clean", "recovery_rate"),
 }
+STEERING = ("steer_share", "steer_lp_rise", "steer_mention_diff")
+HELD_OUT = "@held_out"
 STEERING_PREFIX = "steer"
 
 
@@ -112,23 +118,26 @@ def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
     s = summary.copy()
     s["variant"] = s["variant"].fillna("default")
     for (task, variant, model), g in s.groupby(["task", "variant", "model_id"], sort=True):
-        wanted = HEADLINES.get(str(task)) or (str(g["metric"].iloc[0]),)
-        present = [m for m in wanted if (g["metric"] == m).any()]
-        if not present:
-            continue
+        have = set(g["metric"])
+        wanted = HEADLINES.get(str(task), ())
+        present = [m for m in wanted if m in have] or [m for m in STEERING if m in have] or [
+            str(g["metric"].iloc[0])]
         cells = g[(g["metric"] == present[0]) & g["value"].notna()]
         if cells.empty:
             cells = g[g["metric"] == present[0]]
-        best = cells.loc[cells["value"].fillna(-np.inf).idxmax()]
+        held = g[g["metric"] == present[0] + HELD_OUT]
+        best = held.iloc[0] if not held.empty else cells.loc[cells["value"].fillna(-np.inf).idxmax()]
         cell = _same_cell(g, best)
-        steer = sorted(m for m in cell["metric"].unique() if str(m).startswith(STEERING_PREFIX))
-        for rank, metric in enumerate([*present, *steer]):
+        steer = [m for m in cell["metric"].unique()
+                 if str(m).startswith(STEERING_PREFIX) and m not in present and ":" not in str(m)]
+        rows = [(held.iloc[0], "headline (held out)")] if not held.empty else []
+        for metric in [*present, *sorted(steer)]:
             r = cell[cell["metric"] == metric]
-            if r.empty:
-                continue
-            r = r.iloc[0]
-            role = "headline" if rank == 0 else ("steering" if metric in steer else "same cell")
-            out.append({"task": task, "variant": variant, "metric": metric, "role": role,
+            if not r.empty:
+                role = "steering" if metric in steer else "same cell"
+                rows.append((r.iloc[0], "headline" if not rows else role))
+        for r, role in rows:
+            out.append({"task": task, "variant": variant, "metric": r["metric"], "role": role,
                         "model_id": model, "value": r["value"], "lo": r["lo"], "hi": r["hi"],
                         "n": int(r["n"]), "layer_idx": r["layer_idx"], "alpha": r["alpha"],
                         "alpha_units": r["alpha_units"], "n_cells": int(len(cells))})
@@ -150,7 +159,7 @@ def _fmt(v: float) -> str:
 
 
 def cell_text(r: pd.Series) -> str:
-    """``0.33 [0.10, 0.70] n=9 · L12 α16`` (interval and cell only where they exist)."""
+    """``0.33 [0.10, 0.70] n=9 · L12 α16 (best of 4)`` (interval and cell where they exist)."""
     txt = _fmt(r["value"])
     if not (pd.isna(r["lo"]) or pd.isna(r["hi"])):
         txt += f" [{_fmt(r['lo'])}, {_fmt(r['hi'])}]"
@@ -161,7 +170,11 @@ def cell_text(r: pd.Series) -> str:
     if not pd.isna(r["alpha"]) and r["alpha"] != 0:
         where.append(f"α{r['alpha']:g}")
     if where:
-        txt += " · " + " ".join(where) + (f" (best of {r['n_cells']})" if r["n_cells"] > 1 else "")
+        txt += " · " + " ".join(where)
+        if str(r["metric"]).endswith(HELD_OUT):
+            txt += f" (picked on the other half of the concepts, of {r['n_cells']})"
+        elif r["n_cells"] > 1 and str(r["role"]).startswith("headline"):
+            txt += f" (best of {r['n_cells']})"
     return txt
 
 
@@ -192,24 +205,27 @@ def headline_figure(comp: Comparison) -> go.Figure | None:
     """One forest plot per (task, variant): each model's headline estimate with its 95% CI."""
     from plotly.colors import qualitative
 
-    h = comp.headline[comp.headline["role"] == "headline"]
+    h = comp.headline[comp.headline["role"].str.startswith("headline")]
+    h = h.drop_duplicates(["task", "variant", "model_id"])  # the held-out figure where there is one
     if h.empty:
         return None
-    keys = list(dict.fromkeys(zip(h["task"], h["variant"], h["metric"])))
+    keys = list(dict.fromkeys(zip(h["task"], h["variant"])))
     keys.sort(key=lambda k: (list(HEADLINES).index(k[0]) if k[0] in HEADLINES else 99, k))
+    titles = [f"{t} · {v} · " + " / ".join(dict.fromkeys(h[(h["task"] == t) & (h["variant"] == v)]["metric"]))
+              for t, v in keys]
     fig = make_subplots(rows=len(keys), cols=1, vertical_spacing=min(0.12, 0.5 / len(keys)),
-                        subplot_titles=[f"{t} · {v} · {m}" for t, v, m in keys])
+                        subplot_titles=titles)
     colors = {m: qualitative.Plotly[i % 10] for i, m in enumerate(comp.models)}
-    for i, (t, v, m) in enumerate(keys, 1):
-        sub = h[(h["task"] == t) & (h["variant"] == v) & (h["metric"] == m)]
+    for i, (t, v) in enumerate(keys, 1):
+        sub = h[(h["task"] == t) & (h["variant"] == v)]
         for r in sub.itertuples():
             lo, hi = (r.value if pd.isna(x) else x for x in (r.lo, r.hi))
             fig.add_trace(go.Scatter(
                 x=[r.value], y=[r.model_id], mode="markers", marker=dict(size=10, color=colors.get(r.model_id)),
                 error_x=dict(type="data", symmetric=False, array=[hi - r.value], arrayminus=[r.value - lo]),
                 name=r.model_id, legendgroup=r.model_id, showlegend=i == 1,
-                hovertemplate=f"{r.model_id}<br>{m}: %{{x:.3g}}<br>95% CI [{_fmt(r.lo)}, {_fmt(r.hi)}]"
-                              f"<br>n={r.n}<extra></extra>"), row=i, col=1)
+                hovertemplate=f"{r.model_id}<br>{r.metric}: %{{x:.3g}}<br>95% CI [{_fmt(r.lo)}, "
+                              f"{_fmt(r.hi)}]<br>n={r.n}<extra></extra>"), row=i, col=1)
         fig.update_yaxes(categoryorder="array", categoryarray=list(comp.models)[::-1], row=i, col=1)
     fig.update_layout(template="plotly_white", height=150 + 170 * len(keys),
                       margin=dict(l=200, r=30, t=60, b=40), legend=dict(orientation="h", y=1.02 + 0.3 / len(keys)))
@@ -254,9 +270,11 @@ def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
 <p class="meta">models: {_esc(", ".join(comp.models)) or "none"} · source:
 <span class="mono">{_esc(source)}</span> · generated {now}</p>
 <p class="note">Each cell: estimate [95% CI] n=trials (Wilson for rates, bootstrap for
-differences and means). For injection tasks the (layer, α) cell with the largest headline
-estimate is shown per model; “best of k” marks a post-hoc pick among k cells, whose nominal
-interval is optimistic. {_esc(steer_note)}</p>
+differences and means). For injection tasks, an “@held_out” headline is the split-half estimate
+(cell picked on half of the concepts, reported on the other half), and the rows below it are read
+in that cell; without one, the (layer, α) cell with the largest headline estimate is shown and
+“best of k” marks that post-hoc pick among k cells, whose nominal interval is optimistic.
+{_esc(steer_note)}</p>
 </header>
 <section class="card" id="cards"><h2>Models</h2>
 <p class="caption">What each model is: weights' quantization at rest matters, since a 4-bit model
