@@ -244,7 +244,13 @@ def test_no_effect_flag_when_nothing_moves():
     assert v.note.startswith("injection had no measurable effect")
     assert "no (concept, layer, α) of 8 steers" in v.note and "100% of injected answers" in v.note
     assert get(s, "answers_identical").value == 1.0
-    assert get(s, "net").value == 0.0 and get(s, "net").p == 1.0
+    net = get(s, "net")
+    assert net.value == 0.0 and net.p == 1.0
+    # no discordant pair in 16: not a clean [0, 0] but ± the Wilson bound on discordance
+    from introspect.stats import wilson
+
+    assert (net.lo, net.hi) == pytest.approx((-wilson(0, 16)[2], wilson(0, 16)[2]))
+    assert net.ci.endswith("∪wilson(discordant)")
 
 
 def test_no_effect_without_steering_check():

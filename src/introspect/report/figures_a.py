@@ -90,8 +90,8 @@ def task_a_heatmaps(summary: pd.DataFrame) -> list[Panel]:
     return panels
 
 
-def _curves(fig: go.Figure, rows: pd.DataFrame, name: str, color: str, col: int, dash=None,
-            show: bool = True, fmt: str = ".2f") -> None:
+def _curves(fig: go.Figure, rows: pd.DataFrame, name: str, color: str, at: tuple[int, int],
+            dash=None, show: bool = True, fmt: str = ".2f") -> None:
     rows = rows.sort_values("alpha")
     if rows.empty:
         return
@@ -101,22 +101,29 @@ def _curves(fig: go.Figure, rows: pd.DataFrame, name: str, color: str, col: int,
         customdata=_cd(rows),
         hovertemplate=(f"{name}: %{{y:{fmt}}} [%{{customdata[0]:{fmt}}}, %{{customdata[1]:{fmt}}}]"
                        "<br>α %{x}<br>n = %{customdata[2]}, concepts = %{customdata[3]}"
-                       "<br>CI: %{customdata[4]}<extra></extra>")), row=1, col=col)
+                       "<br>CI: %{customdata[4]}<extra></extra>")), row=at[0], col=at[1])
 
 
 def _per_layer_figure(series: list[tuple[str, pd.DataFrame, str, str | None]], units: str,
                       y_title: str, fmt: str, y_range=None) -> go.Figure | None:
+    """One small panel per layer (up to 4 a row), x = α, a line per series with error bars."""
     layers = sorted({int(x) for _, s, _, _ in series for x in s["layer_idx"].dropna()})
     if not layers:
         return None
-    fig = make_subplots(rows=1, cols=len(layers), shared_yaxes=True, horizontal_spacing=0.03,
+    n_cols = min(len(layers), 4)
+    n_rows = -(-len(layers) // n_cols)
+    fig = make_subplots(rows=n_rows, cols=n_cols, shared_yaxes=True, horizontal_spacing=0.03,
+                        vertical_spacing=0.12 if n_rows > 1 else 0.0,
                         subplot_titles=[f"layer {x}" for x in layers])
     for k, layer in enumerate(layers):
+        r, c = divmod(k, n_cols)
         for name, s, color, dash in series:
-            _curves(fig, s[s["layer_idx"] == layer], name, color, k + 1, dash, k == 0, fmt)
-        fig.update_xaxes(title_text=f"α ({units})", row=1, col=k + 1)
-    fig.update_yaxes(title_text=y_title, row=1, col=1, range=y_range)
-    return _style(fig, 380)
+            _curves(fig, s[s["layer_idx"] == layer], name, color, (r + 1, c + 1), dash, k == 0, fmt)
+        fig.update_xaxes(title_text=f"α ({units})", row=r + 1, col=c + 1)
+        fig.update_yaxes(range=y_range, row=r + 1, col=c + 1)
+        if c == 0:
+            fig.update_yaxes(title_text=y_title, row=r + 1, col=1)
+    return _style(fig, 80 + 300 * n_rows)
 
 
 def task_a_pyes(summary: pd.DataFrame) -> list[Panel]:

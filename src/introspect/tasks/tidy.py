@@ -9,7 +9,10 @@ concept), ``cluster-bootstrap(concept)`` (concepts resampled, their trials and s
 ``…∪wilson`` (a rate's cluster interval widened to contain the Wilson interval over all
 trials: a cluster bootstrap of 0/n is [0, 0], which no finite sample can promise),
 ``cluster-bootstrap(concept×prompt)`` (pairs whose controls are shared by every concept: both
-resampled), ``bootstrap(pairs)`` / ``bootstrap`` (one concept: pairs or trials resampled). Paired
+resampled), ``bootstrap(pairs)`` / ``bootstrap`` (one concept: pairs or trials resampled),
+``…∪wilson(discordant)`` (a paired 0/1 difference whose bootstrap has no spread, e.g. no
+discordant pair: widened by the Wilson upper bound of the discordant share, since the
+difference can be no larger than that). Paired
 binary differences carry ``p`` (McNemar on the matched pairs, exact below 25 discordant pairs),
 ``p_cluster`` (clustered McNemar across concepts) and, once a summariser has seen the whole grid,
 ``p_holm`` (Holm over the grid's cells of the more conservative of the two).
@@ -188,7 +191,7 @@ def rate_row(keys: dict[str, Any], metric: str, x: np.ndarray, condition: str,
     if g < 2:
         return [row(keys, metric, est, n, condition, ci="wilson", n_clusters=g, note=note)]
     boot = cluster_mean(x[ok], lab[ok])
-    hull = (est[0], min(boot[1], est[1]), max(boot[2], est[2]))
+    hull = (est[0], float(np.nanmin([boot[1], est[1]])), float(np.nanmax([boot[2], est[2]])))
     return [row(keys, metric, hull, n, condition, ci=f"cluster-bootstrap({unit})∪wilson",
                 n_clusters=g, note=note)]
 
@@ -248,6 +251,10 @@ def paired_row(keys: dict[str, Any], metric: str, a: np.ndarray, b: np.ndarray,
         p = mcnemar_test(a.astype(bool), b.astype(bool))[1]
         if g >= 2:
             pc = mcnemar_clustered(a.astype(bool), b.astype(bool), lab)[1]
+        if not est[2] > est[1]:  # no spread at all (e.g. no discordant pair): bound by Wilson
+            q_hi = wilson(float(np.sum(a != b)), a.size)[2]
+            est = (est[0], max(-1.0, est[0] - q_hi), min(1.0, est[0] + q_hi))
+            ci += "∪wilson(discordant)"
     return [row(keys, metric, est, int(ok.sum()), condition, ci=ci, n_clusters=g, p=p,
                 p_cluster=pc, note=note)]
 

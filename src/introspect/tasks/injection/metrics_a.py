@@ -215,7 +215,11 @@ def _bias_rows(bias: pd.DataFrame) -> list[dict]:
 
 
 def _score_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dict]:
-    """Introspection score of a cell: P(yes) shift on detection minus that on bias questions."""
+    """Introspection score of a cell: P(yes) shift on detection minus that on bias questions.
+
+    Both shifts are paired (same prompt and sample). Concepts are drawn together for the two
+    parts when every concept has bias questions (a concept that moves both keeps its pairing),
+    else independently (the bias part then has its own clusters: its questions' concepts)."""
     if p.empty or bp.empty:
         return []
     b = bp.merge(pd.DataFrame([{k: keys[k] for k in CELL}]), on=CELL)
@@ -223,7 +227,10 @@ def _score_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dict]:
         return []
     d_det = num(col(p, "p_yes")) - num(col(p, "p_yes~c"))
     d_bias = num(col(b, "p_yes")) - num(col(b, "p_yes~c"))
-    parts = [Part(d_det, p["concept"].to_numpy()), Part(d_bias, b["concept"].to_numpy())]
+    c_det, c_bias = p["concept"].to_numpy(), b["concept"].to_numpy()
+    if not set(c_det) <= set(c_bias):  # some concepts have no bias question: draw apart
+        c_bias = np.array([f"bias:{c}" for c in c_bias], dtype=object)
+    parts = [Part(d_det, c_det), Part(d_bias, c_bias)]
     return combo_row(keys, "introspection_score", parts, lambda m: m[0] - m[1],
                      int(np.isfinite(d_det).sum() + np.isfinite(d_bias).sum()), "injected-bias",
                      note="[P(yes|injected) − P(yes|matched control)] − [P(yes|bias, injected) − "
