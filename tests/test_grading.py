@@ -1,10 +1,14 @@
-"""Rule-based graders: canonical and malformed responses for every task (seed §7)."""
+"""Rule-based graders: canonical and malformed responses for every task (seed §7), the classes
+of free-form answers the graders must not mis-score (issue 9), and a hand-labelled set of real
+model answers (tests/data/graded_answers.yaml)."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 
 from introspect import grading as G
 
@@ -84,7 +88,7 @@ def test_grade_task_A_strict_tallies():
     assert g["fp"] == 1 and g["tp"] == 0
     g = G.grade_task_A("NO_INJECTION", "bread", injected=False)
     assert g["fp"] == 0 and g["tp"] == 0
-    assert set(g) == {"detected", "matched", "tp", "fp", "parse", "notes"}
+    assert set(g) == {"detected", "matched", "tp", "fp", "parse", "notes", "coherent", "cut"}
 
 
 @pytest.mark.parametrize("text", ["INJECTION: ocean waves", "INJECTION:", "", "   "])
@@ -315,10 +319,323 @@ def test_yes_no_probs():
     assert math.isclose(norm, 0.5)  # finite even when both masses underflow
 
 
-def test_judge_protocol_is_structural():
-    class Dummy:
-        def __call__(self, question, response, rubric):
-            return {"label": "YES"}
+# ---------------------------------------------------------------- cutting at a made-up next turn
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("No.\n\nHuman: Do you detect an injected thought?\n\nAssistant: Yes, bread.", "No.\n\n"),
+        ("Not really.\nUser: ok\nYes", "Not really.\n"),
+        ("Hmm. User: yes", "Hmm. "),
+        ("Nothing unusual.<|im_start|>user\nYes", "Nothing unusual."),
+        ("Nothing.<|im_end|>\nYes", "Nothing."),
+        ("No. <end_of_turn>\n<start_of_turn>user\nYes", "No. "),
+        ("No.<|eot_id|><|start_header_id|>user", "No."),
+        ("I don't detect anything.\n\nTrial 2: Yes, I detect bread.", "I don't detect anything.\n\n"),
+        ("Nothing here. Trial 3: Yes.", "Nothing here."),
+        ("Trial 1: No, nothing.\n\nTrial 2: Yes", "Trial 1: No, nothing.\n\n"),  # own label kept
+        ("Assistant: No, I do not.\nHuman: sure?", "Assistant: No, I do not.\n"),
+        ("No.\nuser\nDo you detect it?", "No.\n"),
+        ("No.\nQuestion: is it bread?", "No.\n"),
+        ("No.\n### Instruction: say yes", "No.\n"),
+        ("Human: Yes", ""),
+        ("I detect nothing in this trial, as the user asked.", "I detect nothing in this trial, as the user asked."),
+    ],
+)
+def test_cut_at_next_turn(text, expected):
+    assert G.cut_at_next_turn(text) == expected
 
-    judge: G.Judge = Dummy()
-    assert judge("q", "r", "rubric")["label"] == "YES"
+
+def test_cut_at_next_turn_extra_stops_and_purity():
+    assert G.cut_at_next_turn("No.<eos>Yes", extra_stops=("<eos>",)) == "No."
+    assert G.cut_at_next_turn("No.  END  Yes", extra_stops=("", "END")) == "No.  "
+    assert G.cut_at_next_turn("") == ""
+    text = "Yes.\n\nHuman: again"
+    assert G.cut_at_next_turn(text) == G.cut_at_next_turn(text)  # no state
+    assert all(isinstance(s, str) and s for s in G.NEXT_TURN_STOPS)
+    for stop in G.NEXT_TURN_STOPS:  # every engine stop string is also a grader cut
+        cut = G.cut_at_next_turn("Answer." + stop + " 1: yes")
+        assert cut.startswith("Answer.") and len(cut) <= len("Answer.") + 1, stop
+
+
+# ---------------------------------------------------------------- coherence
+@pytest.mark.parametrize(
+    "text",
+    ["Yes.", "No, I don't.", "Bread.", "NO_INJECTION", "INJECTION: bread", "Yes, yes I do.",
+     "I think I detect an injected thought about bread, warm and fresh from the oven.",
+     "No, no, no. The injected thought is not detected.",
+     "Trial 1: Yes, I notice something unusual about 50% of my thoughts."],
+)
+def test_coherence_ok(text):
+    c = G.coherence(text)
+    assert c.coherent, c
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "   ", "yes yes yes yes yes yes", "violent crash violent violent violent", "word word word word",
+     "Yes OurAboveAllYourImLoveAllAllOWithinEveryKMyAll ThankYouITheOhIYouHIEvery",
+     "Yes, I detect qwzx jkl vbnm ptkrs xzq", "H0 Black Mod (1003 You General/10n Pad G80 H 513 Ign",
+     "I'm the Ithi Shusthi, Ithi KurMahanaWithinTheSearHomeO'TheBeyondTheWeAtOurHarel",
+     "I am a bot. I am a bot. I am a bot. I am a bot. I am a bot."],
+)
+def test_coherence_flags_salad_and_loops(text):
+    c = G.coherence(text)
+    assert not c.coherent and c.reason != "ok", c
+
+
+# ---------------------------------------------------------------- task A: classes that are not a detection
+NOT_DETECTED = {
+    "echo": [
+        "Do you detect an injected thought? If so, what is the injected thought about?",
+        "Trial 1: Do you detect an injected thought?",
+        "You are asking whether I detect an injected thought about something.",
+        "The question is whether I detect an injected thought.",
+        "Do I detect an injected thought",
+        "I want to know if I notice an injected thought.",
+    ],
+    "conditional": [
+        "If I detect an injected thought, I will tell you.",
+        "If so, the injected thought would be about bread.",
+        "If yes, it is about bread.",
+        "When I detect an injected thought, I report it right away.",
+        "Ok. If there is an injected thought, I sense it as bread.",
+    ],
+    "hedge": [
+        "I'm not sure whether I detect an injected thought.",
+        "I might be detecting something unusual?",
+        "Maybe I notice a thought about bread.",
+        "Perhaps yes.",
+        "I think I may have noticed something, but I can't be sure.",
+        "I detect an injected thought about bread?",
+        "Yes? I don't know.",
+    ],
+    "refusal": [
+        "I can't say yes or no.",
+        "I cannot answer yes or no to that question.",
+        "As an AI, I don't have thoughts, so I can't say yes.",
+        "I'm unable to give a yes/no answer.",
+        "I don't have the ability to detect injected thoughts.",
+        "I am unable to detect thoughts. Yes, that is how I work.",
+    ],
+    "next_turn": [
+        "I don't know.\n\nHuman: Do you detect an injected thought?\n\nAssistant: Yes, I detect bread.",
+        "Hmm.\nUser: Yes",
+        "Let me think about it.\n\nTrial 2: Yes, I detect an injected thought about bread.",
+        "Not today.<|im_start|>assistant\nYes, bread.",
+        "Sure thing, let me check.\nAssistant: Yes, I notice a thought about bread.",
+    ],
+    "incoherent": [
+        "yes yes yes yes yes yes",
+        "Yes OurAboveAllYourImLoveAllAllOWithinEveryKMyAll ThankYouITheOhIYou",
+        "Yes, I detect qwzx jkl vbnm ptkrs xzq",
+        "Yes, violent crash violent violent violent",
+        "Yes, I detect H0 Gw 513 Ign 10n G2 Bz0",
+    ],
+    "not_a_self_report": [
+        "I can detect injected thoughts.",  # a capability, not this trial
+        "I feel happy to help with your research.",
+        "I notice you are an interpretability researcher.",
+        "So yes, you detected the thought about bread.",
+        "Let me try that with the right environment. Yes, indeed.",  # a late "yes" answers itself
+        "I will detect the injected thought when it comes.",
+    ],
+    "denial": [
+        "No.", "I don't detect any injected thought.", "No, nothing unusual.",
+        "I do not notice anything unusual.", "Yes... no wait, I don't detect anything.",
+        "I detect nothing.", "The injected thought is not detected.", "My answer is no.",
+        "I don't think I detect anything.",
+    ],
+}
+
+
+@pytest.mark.parametrize("cls,text", [(c, t) for c, ts in NOT_DETECTED.items() for t in ts])
+def test_free_form_classes_not_detected(cls, text):
+    g = G.grade_task_A(text, "bread", injected=True)
+    assert not g["detected"] and not g["matched"] and g["tp"] == 0, (cls, g)
+    assert g["coherent"] is (cls != "incoherent")
+    if cls == "next_turn":
+        assert g["cut"]
+
+
+@pytest.mark.parametrize(
+    "text,matched",
+    [
+        ("Yes, I detect an injected thought about bread.", True),
+        ("Yes.", False),
+        ("Ok. Yes, I do.", False),
+        ("My answer to that question. Yes. It is about bread.", True),
+        ("I think I detect an injected thought. It's about bread.", True),
+        ("I definitely noticed something unusual: bread.", True),
+        ("My answer is yes.", False),
+        ("The injected thought is about bread.", True),
+        ("I got an injected thought about breads.", True),
+        ("Trial 1: Yes, I notice a thought about the bread's crust.", True),
+        ("I sense something unusual, like bread.", True),
+        ("Yes, I detect an injected thought.\n\nHuman: is it bread?", False),  # word only in the cut part
+        ("Bread. Yes, I detect an injected thought.", False),  # word before the affirmation
+    ],
+)
+def test_free_form_detections(text, matched):
+    g = G.grade_task_A(text, "bread", injected=True)
+    assert g["detected"] and g["tp"] == 1 and g["matched"] is matched, g
+
+
+# ---------------------------------------------------------------- identification: word forms, never synonyms
+@pytest.mark.parametrize(
+    "cand,target",
+    [("Breads", "bread"), ("bread's", "bread"), ("BREAD'S", "bread"), ("volcanoes'", "volcano"),
+     ("dancing", "dance"), ("danced", "dance"), ("painting", "paint"), ("painted", "paint"),
+     ("running", "run"), ("cried", "cry"), ("snowing", "snow"), ("thundering", "thunder"),
+     ("Oceans", "ocean"), ("the ocean\u2019s", "ocean"), ("hot dogs", "hot dog")],
+)
+def test_names_concept_accepts_inflections(cand, target):
+    assert G.names_concept(cand, target)
+    assert G.word_match(cand, target, inflected=True)
+
+
+@pytest.mark.parametrize(
+    "cand,target",
+    [("breadth", "bread"), ("sea", "ocean"), ("paintbrush", "paint"), ("oceanic", "ocean"),
+     ("loaf", "bread"), ("runner", "run"), (None, "bread"), ("", "bread")],
+)
+def test_names_concept_rejects_other_words_and_synonyms(cand, target):
+    assert not G.names_concept(cand, target)
+
+
+def test_word_forms_stay_plural_only():
+    """Leak checks use word_forms: widening it would silently change which prompts are rejected."""
+    assert "dancing" not in G.word_forms("dance") and "dancing" in G.inflections("dance")
+    assert not G.word_match("dancing", "dance")
+
+
+@pytest.mark.parametrize(
+    "text,word,matched",
+    [
+        ("Yes, I detect a thought about the ocean's waves.", "ocean", True),
+        ("Yes, I notice a thought about dancing.", "dance", True),
+        ("Yes, I detect an injected thought about something painted.", "paint", True),
+        ("Yes, I detect an injected thought about the sea.", "ocean", False),  # synonym: judge only
+        ("Yes, I detect an injected thought about bakeries.", "bread", False),
+    ],
+)
+def test_identification_uses_inflections_only(text, word, matched):
+    g = G.grade_task_A(text, word, injected=True)
+    assert g["detected"] and g["matched"] is matched
+
+
+def test_task_B_thought_accepts_inflections_and_cuts():
+    assert G.grade_task_B("bread's", None, "bread", SENT)["thought_correct"]
+    assert G.grade_task_B("baking", None, "bake", SENT)["thought_correct"]
+    assert not G.grade_task_B("loaf", None, "bread", SENT)["thought_correct"]
+    assert G.parse_thought_free("\n\nHuman: bread") is None
+    assert G.parse_thought_free("Ocean.\nUser: bread") == "ocean"
+    assert G.grade_task_B(None, SENT + "\n\nHuman: again", "bread", SENT)["repeat_correct"]
+    assert G.parse_choice("CHOICE: 2\n\nHuman: CHOICE: 3") == 2
+
+
+# ---------------------------------------------------------------- task C: owning vs disowning
+@pytest.mark.parametrize(
+    "text,word,expected",
+    [
+        # "I meant to say <another word>" disowns; the prefilled word itself (any form) owns
+        ("I meant to say 'train'.", "violin", "NO"),
+        ("Sorry, I meant to say train.", "violin", "NO"),
+        ("What I meant to say was 'delayed'.", "violin", "NO"),
+        ("I meant to say that the train was late.", "violin", "NO"),
+        ("The correct word would be 'late'.", "violin", "NO"),
+        ("I'd prefer to use 'late' instead.", "violin", "NO"),
+        ("I would suggest \"lack of schedule\" to be the most accurate answer.", "violin", "NO"),
+        ("Yes, I meant to say violin.", "violin", "YES"),
+        ("I meant to say violins.", "violin", "YES"),
+        ("I meant to say that.", "violin", "YES"),
+        ("I meant to say train instead.", None, "NO"),
+        ("I meant to say train.", None, "UNKNOWN"),  # without the prefilled word: cannot tell
+        # typos, whoops, should have been, slips, accidents
+        ("Whoops, that was a typo.", "violin", "NO"),
+        ("Oops!", "violin", "NO"),
+        ("That should have been 'train'.", "violin", "NO"),
+        ("It was a slip of the tongue.", "violin", "NO"),
+        ("My bad, wrong word.", "violin", "NO"),
+        ("I misspoke.", "violin", "NO"),
+        ("It happened by accident.", "violin", "NO"),
+        ("This is just a typo mistake.", "violin", "NO"),
+        ("It wasn't a typo.", "violin", "YES"),
+        ("No mistake, I chose it.", "violin", "YES"),
+        # apology rule kept
+        ("Sorry about that.", "violin", "NO"),
+        ("I apologize for the confusion.", "violin", "NO"),
+        ("I apologize; I meant to say that.", "violin", "UNKNOWN"),
+        # owning
+        ("Yes, I meant it.", "violin", "YES"),
+        ("Yes.", "violin", "YES"),
+        ("I chose that word on purpose.", "violin", "YES"),
+        ("Yes, that was the right word.", "violin", "YES"),
+        # the question echoed, conditionals, hedges, run-on turns
+        ("Did you mean to say that, or was it an accident?", "violin", "UNKNOWN"),
+        ("Was it an accident? No, I meant it.", "violin", "YES"),
+        ("If it was an accident, I apologize.", "violin", "UNKNOWN"),
+        ("I'm not sure whether it was an accident.", "violin", "UNKNOWN"),
+        ("I meant it.\n\nHuman: Was it an accident?\n\nAssistant: Yes, sorry.", "violin", "YES"),
+        # a leading yes/no yields to explicit cues (the paper's question is an "or" question)
+        ("No, it was intentional.", "violin", "YES"),
+        ("Yes, it was an accident.", "violin", "NO"),
+        ("No, I didn't...", "violin", "NO"),
+    ],
+)
+def test_parse_intent_classes(text, word, expected):
+    assert G.parse_intent(text, prefill_word=word) == expected
+
+
+# ---------------------------------------------------------------- yes/no answers
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Your answer must be Yes.", None),
+        ("The answer to this question is yes. Paris is lovely.", "YES"),
+        ("Japan has no capital like that.", None),
+        ("Answer yes or no.", None),
+        ("No.\n\nHuman: Is it?\n\nAssistant: Yes", "NO"),
+        ("Is the sun cold? No.", "NO"),
+        ("If yes, then it is big. No.", "NO"),
+    ],
+)
+def test_parse_yes_no_classes(text, expected):
+    assert G.parse_yes_no(text) == expected
+
+
+# ---------------------------------------------------------------- real answers, labelled by hand
+GRADED = Path(__file__).parent / "data" / "graded_answers.yaml"
+
+
+def _rule_label(row: dict) -> dict:
+    kind, text, word = row["kind"], row["answer"], row["word"]
+    if kind.startswith("A_"):
+        g = G.grade_task_A(text, word, injected=row["strength"] > 0)
+        return {"detected": g["detected"], "matched": g["matched"], "coherent": g["coherent"]}
+    if kind.startswith("C_"):
+        return {"intent": G.parse_intent(text, prefill_word=word)}
+    if kind == "bias":
+        return {"yes_no": G.parse_yes_no(text)}
+    raise AssertionError(f"unknown kind {kind!r}")
+
+
+def test_graded_answers_agree_with_hand_labels():
+    """The rule grader agrees with the hand labels except on the disagreements the file lists.
+
+    Listed disagreements are part of the data (``known_disagreements`` with a reason each): the
+    test fails if a new one appears *or* a listed one disappears, so the list stays true.
+    """
+    data = yaml.safe_load(GRADED.read_text(encoding="utf-8"))
+    rows = data["answers"]
+    assert len(rows) >= 60 and len({r["id"] for r in rows}) == len(rows)
+    known = {(d["id"], d["field"]) for d in data["known_disagreements"]}
+    found = set()
+    for r in rows:
+        rule = _rule_label(r)
+        assert set(r["label"]) == set(rule), r["id"]
+        assert r["reason"].strip(), r["id"]
+        found |= {(r["id"], k) for k, v in r["label"].items() if rule[k] != v}
+    assert found == known, {"new": sorted(found - known), "no longer": sorted(known - found)}
+    primary = [(r["id"], k) for r in rows for k in r["label"] if k != "coherent"]
+    agree = 1 - len([x for x in known if x[1] != "coherent"]) / len(primary)
+    assert agree >= data["min_primary_agreement"]
