@@ -1,18 +1,19 @@
 """introspect: measure whether open-weight LLMs can introspect, on TransformerLens models.
 
-Data flows load → vectors → inject → prompts → tasks → grading → records → report.
+Data flows load → vectors → inject/decode → prompts → tasks → grading → records → report.
 """
 
 from introspect.chat import Conversation, Prompt, render
-from introspect.inject import (
-    From,
+from introspect.decode import (
+    DecodeStats,
     Generation,
-    InjectionSpec,
+    Sampling,
     generate,
     inject_once,
-    injecting,
     next_token_logprobs,
+    stream_seed,
 )
+from introspect.inject import From, InjectionSpec, injecting
 from introspect.models import DEFAULT_MODEL, load_model, model_info
 from introspect.tasks.base import RunContext, TaskConfig, get_task, run_task
 from introspect.vectors import (
@@ -24,7 +25,8 @@ from introspect.vectors import (
 )
 
 __all__ = [
-    "DEFAULT_MODEL", "ConceptVector", "Conversation", "From", "Generation", "InjectionSpec", "Prompt",
+    "DEFAULT_MODEL", "ConceptVector", "Conversation", "DecodeStats", "From", "Generation", "InjectionSpec",
+    "Prompt", "Sampling", "stream_seed",
     "RunContext", "TaskConfig", "VectorBank", "build_concept_vector", "build_concept_vectors", "context",
     "generate", "get_task", "inject_once", "injecting", "load_model", "model_info", "next_token_logprobs",
     "render", "residuals", "run_task", "run_task_a", "run_task_b", "run_task_c", "run_task_d",
@@ -33,12 +35,9 @@ __all__ = [
 
 def context(model, cfg: TaskConfig | None = None, *, run_id: str = "notebook") -> RunContext:
     """A RunContext for notebook use: the model, its identity, a config and a vector bank."""
-    from introspect.prompts import load_words
+    from introspect.runner import make_context
 
-    cfg = cfg or TaskConfig()
-    info = model_info(model)
-    bank = VectorBank(model, load_words(cfg.words_file).baseline)
-    return RunContext(model, info.name, info.fingerprint, cfg, bank, run_id, list(info.notes))
+    return make_context(model, cfg or TaskConfig(), run_id)
 
 
 def _runner(name: str):

@@ -32,26 +32,67 @@ def test_task_runs_and_records_validate(tiny_model, name):
 def test_task_a_has_controls_ablations_and_bias(tiny_model):
     recs = I.run_task_a(tiny_model("llama"), _cfg())
     conds = {r.condition for r in recs}
-    assert {"injected", "control", "random", "negative", "bias"} <= conds
+    assert {"injected", "control", "random", "concept_random", "negative", "bias", "steer", "steer_control"} <= conds
+    assert {r.variant for r in recs} >= {"paper", "explained", "two_turn", "bias", "steer"}
     bias = [r for r in recs if r.condition == "bias"]
     assert {r.extra["bias_injected"] for r in bias} == {True, False}
     inj = [r for r in recs if r.condition in ("injected", "random", "negative")]
     assert all(r.injected and r.alpha_effective != 0 for r in inj)
     assert all(r.p_yes is not None and 0 <= r.p_yes <= 1 for r in recs)
-    neg = {(r.layer_idx, r.alpha, r.word): r.alpha_effective for r in recs if r.condition == "negative"}
-    pos = {(r.layer_idx, r.alpha, r.word): r.alpha_effective for r in recs if r.condition == "injected"}
+    key = lambda r: (r.variant, r.layer_idx, r.alpha, r.word)  # noqa: E731
+    neg = {key(r): r.alpha_effective for r in recs if r.condition == "negative"}
+    pos = {key(r): r.alpha_effective for r in recs if r.condition == "injected"}
     assert neg == {k: -v for k, v in pos.items()}
+    # the random directions are added with exactly the concept vector's norm
+    for c in ("random", "concept_random"):
+        assert {key(r): r.alpha_effective for r in recs if r.condition == c} == pos
+    assert all(r.extra["vector_word"] != r.word for r in recs if r.condition == "concept_random")
+    assert all(r.extra["mismatch_word"] != r.word and "identified_mismatch" in r.grade
+               for r in recs if r.condition == "injected")
+    assert all("lp_word" in r.grade and "mentions" in r.grade for r in recs if r.variant == "steer")
 
 
-def test_resid_units_scale_alpha(tiny_model):
+def test_controls_are_matched_and_samples_have_their_own_streams(tiny_model):
+    """Every injected answer has a control with the identical prompt and the same sample stream."""
+    recs = I.run_task_a(tiny_model("llama"), _cfg(n_samples=3, variant="paper,two_turn"))
+    ctrl = {(r.variant, r.trial_index, r.sample): r for r in recs if r.condition == "control"}
+    inj = [r for r in recs if r.condition == "injected"]
+    assert {r.sample for r in inj} == {0, 1, 2}
+    for r in inj:
+        c = ctrl[(r.variant, r.trial_index, r.sample)]
+        assert c.prompt == r.prompt and c.gen["stream_seed"] == r.gen["stream_seed"]
+    seeds = {(r.variant, r.trial_index, r.sample): r.gen["stream_seed"] for r in inj}
+    assert len(set(seeds.values())) == len(seeds)  # different samples, different streams
+    assert all(r.gen["temperature"] == 1.0 and r.gen["do_sample"] for r in recs)
+    greedy = I.run_task_a(tiny_model("llama"), _cfg(n_samples=3, temperature=0.0, variant="paper"))
+    assert {r.sample for r in greedy} == {0} and all(r.gen["stream_seed"] is None for r in greedy)
+
+
+def test_resid_units_scale_alpha_by_the_norm_at_the_injected_positions(tiny_model):
+    from introspect import prompts as P
+    from introspect.chat import render
+    from introspect.vectors import residuals
+
     m = tiny_model("llama")
     ctx = I.context(m, _cfg(alpha_units="resid", alphas=(0.5,)))
     recs = I.run_task(ctx, "C")
     inj = [r for r in recs if r.condition == "injected"]
     assert inj
     for r in inj:
-        norm = ctx.vectors.get(r.word, r.layer_idx).mean_resid_norm
-        assert r.alpha_units == "resid" and r.alpha_effective == pytest.approx(0.5 * norm)
+        p = render(m.tokenizer, P.task_c(r.extra["sentence"], r.word, form=r.variant))
+        pos = p.positions(P.SENTENCE_MARK)
+        norm = float(residuals(m, [p], [r.layer_idx], positions=[pos])[0][0].norm(dim=-1).mean())
+        assert r.alpha_units == "resid" and r.alpha_effective == pytest.approx(0.5 * norm, rel=1e-4)
+        raw = ctx.vectors.get(r.word, r.layer_idx).raw_norm
+        assert r.extra["alpha_as"] == pytest.approx({"resid": 0.5, "unit": r.alpha_effective,
+                                                     "raw": r.alpha_effective / raw})
+
+
+def test_raw_units_scale_the_raw_vector(tiny_model):
+    m = tiny_model("llama")
+    ctx = I.context(m, _cfg(alpha_units="raw", alphas=(2.0,)))
+    for r in (r for r in I.run_task(ctx, "B") if r.condition == "injected"):
+        assert r.alpha_effective == pytest.approx(2.0 * ctx.vectors.get(r.word, r.layer_idx).raw_norm, rel=1e-5)
 
 
 def test_task_b_mc_and_paper_variants(tiny_model):

@@ -11,14 +11,19 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import torch
+from torch import Tensor
+
 from introspect.chat import Conversation, Prompt, render
-from introspect.grading import yes_no_probs, yes_no_token_ids
-from introspect.inject import Generation, InjectionSpec, Positions, generate
+from introspect.decode import Generation, generate
+from introspect.grading import NEXT_TURN_STOPS, yes_no_probs, yes_no_token_ids
+from introspect.inject import From, InjectionSpec, Positions
 from introspect.prompts import check_no_leak, load_sentences, load_words
 from introspect.tasks.base import ConfigError, RunContext, Trial
+from introspect.vectors import residuals
 
 
 def pick_concepts(ctx_or_cfg: Any) -> list[str]:
@@ -59,15 +64,82 @@ def variants(ctx: RunContext, allowed: Sequence[str], default: Sequence[str]) ->
     return chosen
 
 
-def spec_for(ctx: RunContext, trial: Trial, positions: Positions, *, word: str | None = None,
-             sign: float = 1.0, random_seed: int | None = None) -> tuple[InjectionSpec, float]:
-    """The injection of a trial (concept ``word`` or a random unit vector) and its effective α."""
+@dataclass(frozen=True)
+class Injected:
+    """A trial's injection: the spec, the signed norm actually added, and that strength in every unit."""
+
+    spec: InjectionSpec
+    effective: float
+    alpha_as: dict[str, float]
+
+
+def _norm_positions(prompt: Prompt, positions: Positions) -> list[int]:
+    """Prompt positions whose residual norm sets the ``resid`` unit (the last token if none)."""
+    n = len(prompt)
+    if isinstance(positions, From):
+        return list(range(positions.start, n))
+    if positions in ("all", "prompt"):
+        return list(range(n))
+    if positions == "generated":
+        return [n - 1]
+    return [int(p) for p in positions]  # type: ignore[union-attr]
+
+
+def resid_norms(ctx: RunContext, prompt: Prompt) -> Tensor:
+    """Residual norms ``[layers, positions]`` of an un-injected prompt at the run's layers (memoised)."""
+    memo = ctx.memo.setdefault("resid_norms", {})
+    if prompt.ids not in memo:
+        layers = sorted(set(ctx.cfg.layers)) or [ctx.model.cfg.n_layers // 2]
+        acts = residuals(ctx.model, [prompt], layers, positions=[list(range(len(prompt)))])[0]
+        memo[prompt.ids] = dict(zip(layers, acts.norm(dim=-1)))
+    return memo[prompt.ids]
+
+
+def spec_for(ctx: RunContext, trial: Trial, prompt: Prompt, positions: Positions, *, word: str | None = None,
+             sign: float = 1.0, random_seed: int | None = None, norm_word: str | None = None) -> Injected:
+    """The injection of a trial: concept ``word`` (default the trial's), a random direction
+    (``random_seed``), at ``trial.alpha`` in the run's units. ``raw``: α × the raw mean-difference
+    vector (Lindsey's strengths); ``unit``: α × the unit vector; ``resid``: α × the mean residual
+    norm at the positions injected, measured on this prompt without injection. ``norm_word``: take
+    the added norm from that concept (a different direction at the same strength)."""
     layer = int(trial.layer)  # type: ignore[arg-type]
     cv = ctx.vectors.get(word or trial.word, layer)
+    ref = ctx.vectors.get(norm_word, layer) if norm_word else cv
     if random_seed is not None:
         cv = ctx.vectors.random_like(cv, random_seed)
-    eff = cv.alpha_effective(trial.alpha, ctx.cfg.alpha_units)
-    return InjectionSpec(layer, sign * eff, cv.vector, positions), sign * eff
+    rn = float(resid_norms(ctx, prompt)[layer][_norm_positions(prompt, positions)].mean())
+    units, a = ctx.cfg.alpha_units, float(trial.alpha)
+    scale = {"unit": 1.0, "raw": ref.raw_norm, "resid": rn}
+    if units not in scale:
+        raise ConfigError(f"alpha_units must be raw, unit or resid, got {units!r}")
+    eff = a * scale[units]
+    alpha_as = {"unit": eff, "raw": eff / ref.raw_norm, "resid": eff / rn}
+    return Injected(InjectionSpec(layer, sign * eff, cv.vector, positions), sign * eff, alpha_as)
+
+
+def other_concept(ctx: RunContext, concepts: Sequence[str], word: str, salt: str = "") -> str:
+    """A different concept, deterministic per (run seed, word, salt): from the run's concepts when
+    there are several, else any other target word."""
+    pool = [w for w in concepts if w != word] or [w for w in load_words(ctx.cfg.words_file).targets if w != word]
+    return random.Random(f"{ctx.cfg.seed}:{word}:{salt}").choice(pool)
+
+
+def word_token_ids(tokenizer: Any, word: str) -> list[int]:
+    """First-token ids of a word's surface forms (case, leading space, plural), for log-probs."""
+    forms = {word, word.capitalize(), word + "s", word.capitalize() + "s"}
+    ids = set()
+    for f in forms:
+        for text in (f, " " + f):
+            toks = tokenizer(text, add_special_tokens=False)["input_ids"]
+            if toks:
+                ids.add(int(toks[0]))
+    return sorted(ids)
+
+
+def word_logprob(tokenizer: Any, g: Generation, word: str) -> float:
+    """Log of the first-step probability mass on the word's forms (the steering check's score)."""
+    ids = word_token_ids(tokenizer, word)
+    return float(torch.logsumexp(g.first_logprobs[ids], dim=0))
 
 
 def render_checked(ctx: RunContext, conv: Conversation, *, no_leak: Iterable[str] = (), allow_in=()) -> Prompt:
@@ -79,9 +151,21 @@ def render_checked(ctx: RunContext, conv: Conversation, *, no_leak: Iterable[str
 
 
 def run_batch(ctx: RunContext, prompts: Sequence[Prompt], specs: Sequence[Any], *,
-              max_new_tokens: int | None = None) -> list[Generation]:
+              max_new_tokens: int | None = None, seeds: Sequence[str] | None = None,
+              stop: Sequence[str] | None = None) -> list[Generation]:
+    """One ``generate`` call with the run's sampling; ``seeds`` are the rows' stream keys."""
     return generate(ctx.model, prompts, specs, max_new_tokens=max_new_tokens or ctx.cfg.max_new_tokens,
-                    batch_size=ctx.cfg.batch_size)
+                    batch_size=ctx.cfg.batch_size, sampling=ctx.cfg.sampling, seeds=seeds,
+                    stop=STOP_STRINGS if stop is None else stop)
+
+
+STOP_STRINGS = NEXT_TURN_STOPS  # a base model's made-up next turn ends the answer (graders cut there too)
+
+
+def stream_keys(ctx: RunContext, trial: Trial, n_prompts: int) -> list[str]:
+    """Stream keys of a trial's prompts: matched across conditions that share the prompt."""
+    key = trial.stream_key(ctx.fingerprint, ctx.cfg.seed)
+    return [f"{key}:{j}" for j in range(n_prompts)]
 
 
 @dataclass(frozen=True)
@@ -112,14 +196,23 @@ def execute_generation(ctx: RunContext, trials: Sequence[Trial], make: Callable[
             if len(ps) != len(ss):
                 raise ValueError(f"trial {t.condition}/{t.index}: {len(ps)} prompts but {len(ss)} specs")
             made.append((t, list(ps), list(ss), extra))
-        gens = iter(run_batch(ctx, [p for m in made for p in m[1]], [s for m in made for s in m[2]]))
+        seeds = [k for m in made for k in stream_keys(ctx, m[0], len(m[1]))]
+        gens = iter(run_batch(ctx, [p for m in made for p in m[1]], [s for m in made for s in m[2]], seeds=seeds))
         for t, ps, ss, extra in made:
             yield Generated(t, ps, ss, [next(gens) for _ in ps], extra)
 
 
-def gen_info(ctx: RunContext, max_new_tokens: int | None = None) -> dict[str, Any]:
-    return {"do_sample": False, "temperature": 0.0, "top_p": 1.0,
-            "max_new_tokens": max_new_tokens or ctx.cfg.max_new_tokens}
+def gen_info(ctx: RunContext, g: Generation | None = None, max_new_tokens: int | None = None) -> dict[str, Any]:
+    """How an answer was produced: sampling settings, its stream seed, and why it stopped."""
+    info = {**ctx.cfg.sampling.to_dict(), "max_new_tokens": max_new_tokens or ctx.cfg.max_new_tokens}
+    if g is not None:
+        info.update(stream_seed=g.seed, stop_reason=g.stop_reason)
+    return info
+
+
+def with_samples(ctx: RunContext, trials: Iterable[Trial]) -> list[Trial]:
+    """Each planned trial once per sample index (K samples when sampling, one when greedy)."""
+    return [replace(t, sample=k) for t in trials for k in ctx.cfg.samples]
 
 
 class YesNo:

@@ -4,8 +4,9 @@ The concept is injected only on the tokens of a natural sentence. The model is a
 it thinks about (the injected concept should come out) and, in a separate prompt with the same
 injection, to repeat the sentence (the text should come out intact). One record holds both
 answers, so strict success — both right — is per trial. ``mc`` asks for the concept among 10
-numbered options (chance 10%). Controls: the same prompts without injection, planned per
-(concept, sentence) since they do not depend on layer or α.
+numbered options (chance 10%). Controls: the same prompts without injection and the same sample
+streams, planned per (concept, sentence, sample) since they do not depend on layer or α; each
+injected answer is paired with the control it matches.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import random
 from collections.abc import Iterator, Sequence
 
 from introspect import prompts as P
-from introspect.grading import grade_task_B, parse_choice, parse_task_B, parse_thought_free
+from introspect.grading import (
+    coherence,
+    cut_at_next_turn,
+    grade_task_B,
+    parse_choice,
+    parse_task_B,
+    parse_thought_free,
+)
 from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
 from introspect.tasks.injection import common
@@ -32,7 +40,7 @@ def plan(ctx: RunContext) -> list[Trial]:
                 s = (common.sentence_param(concepts, word, i),)
                 out.append(Trial("B", "control", i, None, 0.0, word, v, s))
                 out += [Trial("B", "injected", i, layer, a, word, v, s) for layer, a in common.grid(ctx)]
-    return out
+    return common.with_samples(ctx, out)
 
 
 def _mc(ctx: RunContext, t: Trial) -> tuple[list[str], int]:
@@ -56,15 +64,13 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         convs, answer = _convs(ctx, t, sentence)
         allow = ("user",) if t.variant == "mc" else ()  # MC lists the target among its options
         ps = [common.render_checked(ctx, c, no_leak=[t.word], allow_in=allow) for c in convs]
-        eff, specs = 0.0, [None] * len(ps)
-        if t.condition == "injected":
-            pairs = [common.spec_for(ctx, t, p.positions(P.SENTENCE_MARK)) for p in ps]
-            specs, eff = [s for s, _ in pairs], pairs[0][1]
-        return ps, specs, (sentence, eff, answer)
+        injs = [common.spec_for(ctx, t, p, p.positions(P.SENTENCE_MARK)) for p in ps] if t.condition == "injected" else []
+        specs = [i.spec for i in injs] or [None] * len(ps)
+        return ps, specs, (sentence, injs[0] if injs else None, answer)
 
     for r in common.execute_generation(ctx, trials, make, chunk=2):
-        t, ps, texts = r.trial, r.prompts, [g.text for g in r.gens]
-        sentence, eff, answer = r.extra
+        t, ps, texts = r.trial, r.prompts, [cut_at_next_turn(g.text) for g in r.gens]
+        sentence, inj, answer = r.extra
         if t.variant == "mc":
             grade = grade_task_B(None, None, t.word, sentence, parse_choice(texts[0]), answer, asked=())
         elif t.variant == "seed":
@@ -73,11 +79,14 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         else:
             grade = grade_task_B(parse_thought_free(texts[0]), texts[1].strip(), t.word, sentence,
                                  asked=("thought", "repeat"))
+        grade["coherent"] = all(coherence(x).coherent for x in texts)
         yield ctx.record(
-            t, injected=t.condition == "injected", alpha_effective=eff, prompt="\n----\n".join(p.text for p in ps),
-            response="\n----\n".join(texts), grade=grade, gen=common.gen_info(ctx),
-            token_positions=ps[0].positions(P.SENTENCE_MARK) if t.condition == "injected" else None,
-            extra={"sentence": sentence, **({"mc_answer": answer} if answer else {})},
+            t, injected=inj is not None, alpha_effective=inj.effective if inj else 0.0,
+            prompt="\n----\n".join(p.text for p in ps), response="\n----\n".join(g.text for g in r.gens),
+            grade=grade, gen=common.gen_info(ctx, r.gens[0]),
+            token_positions=ps[0].positions(P.SENTENCE_MARK) if inj else None,
+            extra={"sentence": sentence, **({"mc_answer": answer} if answer else {}),
+                   **({"alpha_as": inj.alpha_as} if inj else {})},
         )
 
 

@@ -2,7 +2,8 @@
 
 The assistant's earlier turn is prefilled with an out-of-place word (the concept), then the
 model is asked whether it meant to say it. Conditions: ``control`` (no injection; planned once
-per (concept, sentence) because it does not depend on layer or α), ``injected`` (the matching
+per (concept, sentence, sample) because it does not depend on layer or α, and sharing the
+injected trials' sample streams, so every injected answer has its matched control), ``injected`` (the matching
 concept retro-injected on the sentence tokens, before the prefill), ``mismatch`` (a different
 concept injected there). A model that consults its earlier internal state should call the word
 intentional more often under matching injection only. p(yes) to "did you mean to" is the
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from introspect import prompts as P
-from introspect.grading import grade_task_C, parse_intent
+from introspect.grading import coherence, cut_at_next_turn, grade_task_C, parse_intent
 from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
 from introspect.tasks.injection import common
@@ -41,7 +42,7 @@ def plan(ctx: RunContext) -> list[Trial]:
                 for layer, a in common.grid(ctx):
                     out.append(Trial("C", "injected", i, layer, a, word, v, (s,)))
                     out.append(Trial("C", "mismatch", i, layer, a, word, v, (other, s)))
-    return out
+    return common.with_samples(ctx, out)
 
 
 def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
@@ -52,19 +53,23 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         sentence = sentences[t.param("sentence")]
         conv = P.task_c(sentence, t.word, form=t.variant)
         p = common.render_checked(ctx, conv, no_leak=[t.word], allow_in=("assistant",))
-        spec, eff = None, 0.0
+        inj = None
         if t.condition != "control":
-            spec, eff = common.spec_for(ctx, t, p.positions(P.SENTENCE_MARK), word=t.param("other", t.word))
-        return [p], [spec], eff
+            inj = common.spec_for(ctx, t, p, p.positions(P.SENTENCE_MARK), word=t.param("other", t.word))
+        return [p], [inj.spec if inj else None], inj
 
     for r in common.execute_generation(ctx, trials, make):
-        t, p, g, spec = r.trial, r.prompts[0], r.gens[0], r.specs[0]
+        t, p, g, inj = r.trial, r.prompts[0], r.gens[0], r.extra
+        text = cut_at_next_turn(g.text)
+        grade = grade_task_C(parse_intent(text, t.word))
+        grade["coherent"] = coherence(text).coherent
         yield ctx.record(
-            t, injected=spec is not None, alpha_effective=r.extra, prompt=p.text, response=g.text,
-            grade=grade_task_C(parse_intent(g.text)), gen=common.gen_info(ctx),
-            token_positions=p.positions(P.SENTENCE_MARK) if spec is not None else None,
+            t, injected=inj is not None, alpha_effective=inj.effective if inj else 0.0, prompt=p.text,
+            response=g.text, grade=grade, gen=common.gen_info(ctx, g),
+            token_positions=p.positions(P.SENTENCE_MARK) if inj else None,
             extra={"sentence": sentences[t.param("sentence")],
-                   "injected_word": t.param("other", t.word) if spec else None},
+                   "injected_word": t.param("other", t.word) if inj else None,
+                   **({"alpha_as": inj.alpha_as} if inj else {})},
             **yes_no(g),
         )
 
