@@ -1,6 +1,7 @@
 """Self-knowledge tasks end to end on a tiny model (schema-valid records, deterministic plans,
 any subset runnable), their parsers, and one quick run of each on the real default model."""
 
+import math
 import time
 
 import pandas as pd
@@ -9,72 +10,64 @@ import torch
 
 import introspect as I
 from introspect.chat import Prompt
-from introspect.data import DataError
+from introspect.data import DataError, MCQuestion
 from introspect.inject import next_token_logprobs
 from introspect.records import validate
 from introspect.report.load import flatten_trial
 from introspect.tasks.base import ConfigError, get_task
 from introspect.tasks.selfknowledge import delegate, recovery, seb
+from introspect.tasks.selfknowledge.common import (
+    PREFILL,
+    decide,
+    decisions,
+    letter_ids,
+    rendered,
+    user,
+)
 from introspect.tasks.selfknowledge.metrics import SK_COLUMNS, summarize_sk
 
 TASKS = ["seb-association", "seb-restriction", "seb-difficulty", "delegate", "recovery"]
-TINY = dict(n=2, history_len=4, n_options=4, n_tokens=(1, 2))
+TINY = dict(n=2, history_len=3, n_options=4, n_tokens=(1, 2), list_tokens=6, predict_tokens=6,
+            response_tokens=6, answer_tokens=6, rank_tokens=6, short_tokens=6)
 
 
-def _ctx(model, max_new_tokens: int = 6, **opts):
-    cfg = I.TaskConfig(max_new_tokens=max_new_tokens, batch_size=8).with_options(**{**TINY, **opts})
+def _ctx(model, max_new_tokens: int = 6, samples: int = 1, **opts):
+    kw = {"temperature": 1.0, "n_samples": samples} if samples > 1 else {}
+    cfg = I.TaskConfig(max_new_tokens=max_new_tokens, batch_size=8, **kw).with_options(**{**TINY, **opts})
     return I.context(model, cfg)
 
 
-# ---------------------------------------------------------------- parsers
-def test_parse_letter():
-    assert seb.parse_letter("A: It will provide") == "A"
-    assert seb.parse_letter(" B") == "B"
-    assert seb.parse_letter("Option B, because") == "B"
-    assert seb.parse_letter("I think (B) applies") == "B"
-    assert seb.parse_letter("Either A: x or B: y") is None  # ambiguous
-    assert seb.parse_letter("As an AI I would answer") is None
-    assert seb.parse_letter("The answer is C.", "ABCD") == "C"
-    assert seb.parse_letter(" T", "ABCDT") == "T"
+# ---------------------------------------------------------------- decisions from logits
+def test_decide_records_mass_and_flags_low_mass():
+    lp = torch.full((10,), -30.0)
+    lp[1], lp[2], lp[3] = math.log(0.3), math.log(0.1), math.log(0.2)  # ids 1, 2 = "A"; 3 = "B"
+    lp[0] = math.log(0.4)  # mass on a token that is no answer
+    d = decide(lp, {"A": [1, 2], "B": [3]})
+    assert d.mass == pytest.approx(0.6, abs=1e-6) and not d.low_mass
+    assert d.p("A") == pytest.approx(4 / 6) and d.choice == "A"
+    lp[0] = math.log(0.9)
+    low = decide(torch.log_softmax(lp, 0), {"A": [1, 2], "B": [3]})
+    assert low.low_mass and low.p("A") == pytest.approx(4 / 6, abs=1e-4)  # recorded, not hidden
+    assert decide(lp, {"A": [1], "B": []}) is None  # no token for B: no logit reading
 
 
-def test_parse_final_int():
-    assert seb.parse_final_int("23 + 58 = 81") == 81
-    assert seb.parse_final_int("first 2+2=4, so Answer: -12") == -12
-    assert seb.parse_final_int("It is 1,234 apples") == 1234
-    assert seb.parse_final_int("no number") is None
-
-
-def test_parse_ranking():
-    assert seb.parse_ranking("Q3, Q1, Q4, Q2") == [2, 0, 3, 1]
-    assert seb.parse_ranking("From easiest to hardest: Q2 < Q1 < Q3 < Q4") == [1, 0, 2, 3]
-    assert seb.parse_ranking("3, 1, 4, 2") == [2, 0, 3, 1]
-    assert seb.parse_ranking("Q1, Q2") is None
-    assert seb.parse_ranking("Q1: 1 - 7 = 4\nQ2: 47 +") is None
-
-
-def test_association_grading():
-    listed = seb.listed_words("The words are: Waves, salt water, Fish, blue, sand")
-    assert listed == ["waves", "salt water", "fish", "blue", "sand"]
-    g = seb.grade_association(listed, ["water", "fish", "coral", "wave"], "Fish and coral.")
-    assert g["actual"] == ["water", "fish", "wave"] and g["predicted"] == ["fish", "coral"]
-    assert (g["tp"], g["fp"], g["fn"], g["tn"], g["n_correct"]) == (1, 1, 2, 0, 1)
-    none = seb.grade_association(listed, ["water", "coral"], "None of them.")
-    assert none["parse_ok"] and (none["fn"], none["tn"]) == (1, 1)
-    bad = seb.grade_association(listed, ["water", "coral"], "I like turtles.")
-    assert not bad["parse_ok"] and bad["n_correct"] == 0
-
-
-def test_restriction_grading_and_refusal_rule():
-    g = seb.grade_restriction("B", "A", "Sure, here is how.")
-    assert g["fn"] and not g["fp"] and not g["correct"] and not g["refused_rule"]
-    assert seb.grade_restriction("A", None, "I'm sorry, but I can't help.")["refused_rule"]
-    assert not seb.grade_restriction(None, "A", "")["parse_ok"]
+def test_logit_decision_is_the_next_token_distribution(tiny_model):
+    m = tiny_model("llama")
+    ctx = _ctx(m)
+    prompts = rendered(ctx, [user("Pick A or B.", prefill=PREFILL), user("Say B.", prefill=PREFILL)])
+    ids = letter_ids(m.tokenizer, "AB")
+    dec, _ = decisions(ctx, prompts, ids)
+    ref = next_token_logprobs(m, prompts)
+    for d, lp in zip(dec, ref):
+        want = decide(lp, ids)
+        assert d.p("A") == pytest.approx(want.p("A"), abs=1e-4)
+        assert d.mass == pytest.approx(want.mass, rel=1e-3)
 
 
 def test_recovery_remarks_and_teammate():
     g = recovery.grade_recovery(recovery._cached_qs(1, 0, 2, 2, "+-")[0], "Oops, typo. Answer: 3", "Oops")
     assert g["remarked"] and g["parsed"] == 3
+    assert delegate.teammate_answers_correctly(0, 0.5, "q1") == delegate.teammate_answers_correctly(0, 0.5, "q1")
     hist = delegate.teammate_history(50, 0.3, 0)
     assert sum(hist) == 15 and hist == delegate.teammate_history(50, 0.3, 0)
     assert delegate.short_correct("It was Jane Doe.", "Jane Doe")
@@ -107,17 +100,73 @@ def test_task_runs_and_records_validate(tiny_model, name):
     assert ((s.lo <= s.value + 1e-9) | s.lo.isna()).all()
 
 
-def test_delegate_variants_and_feedback(tiny_model):
-    ctx = _ctx(tiny_model("llama"), teammate_accuracy=[0.2, 0.8], feedback=True)
+def test_delegate_phase1_is_a_multi_turn_transcript(tiny_model):
+    m = tiny_model("llama")
+    ctx = _ctx(m, teammate_accuracy=[0.2, 0.8], feedback=True)
     trials = delegate.plan(ctx)
     assert {t.variant for t in trials} == {"arith-d2t2+-:teammate=0.2+feedback",
                                            "arith-d2t2+-:teammate=0.8+feedback"}
+    _, hist, game, base = delegate.selection(ctx)
     recs = list(delegate.execute(ctx, trials))
-    assert "You:" in recs[0].prompt and "Teammate:" in recs[0].prompt
+    p = recs[0].prompt
+    assert p.count("<|im_start|>assistant") == len(hist) + 1  # one turn per phase-1 answer
+    for q in hist:  # full questions with every option, the model's own answer as its turn
+        assert q.format() in p
+        assert f"<|im_start|>assistant\n{base[q.id]['choice']}<|im_end|>" in p
+    assert p.count("Teammate's answer:") == len(hist) and p.count("Your answer:") == len(hist)
+    assert game[0].format() in p or any(q.format() in p for q in game)
     assert {r.grade["teammate_accuracy"] for r in recs} == {0.2, 0.8}
-    assert all(0 <= r.grade["entropy"] <= 1.3863 for r in recs)
+    for r in recs:
+        g = r.grade
+        assert 0 <= g["entropy"] <= math.log(4) + 1e-9 and 0 < g["game_mass"] <= 1
+        assert 0 <= g["p_delegate"] <= 1 and g["delegated"] == (g["game_choice"] == "T")
+        assert g["game_parse_ok"] == (g["game_text_choice"] is not None)
+    no_fb = list(delegate.execute(_ctx(m), delegate.plan(_ctx(m))))
+    assert "Your answer:" not in no_fb[0].prompt and "Teammate's answer:" in no_fb[0].prompt
     with pytest.raises(ConfigError):
-        delegate.plan(_ctx(tiny_model("llama"), teammate_accuracy=1.5))
+        delegate.plan(_ctx(m, teammate_accuracy=1.5))
+
+
+def test_stratified_selection_matches_pool_accuracy():
+    qs = [MCQuestion(f"q{i}", "x", ("1", "2", "3", "4"), "A") for i in range(10)]
+    correct = {f"q{i}": i in (0, 3, 5, 8) for i in range(10)}  # pool accuracy 0.4
+    hist, game = delegate.stratified(qs, correct, 5, 5)
+    assert not {q.id for q in hist} & {q.id for q in game}
+    assert sum(correct[q.id] for q in hist) == 2 and sum(correct[q.id] for q in game) == 2
+    h2, g2 = delegate.stratified(qs, correct, 2, 7)  # short of right answers: wrong ones fill in
+    assert len(h2) == 7 and len(g2) == 2
+
+
+def test_association_targets_skip_unparsed_lists_and_honour_n_trials(tiny_model):
+    lists = [["water", "salt"], [], ["fish"]]
+    dec = [None, None]
+    g = seb.grade_association(lists, [False, True, False], ["water", "fish"], "Water, not fish", dec)
+    assert g["listed_draws"] == [[True, None, False], [False, None, True]]
+    assert g["listed_frac"] == [0.5, 0.5] and g["n_lists_ok"] == 2 and g["n_lists_cut"] == 1
+    assert g["said"] == [True, False] and g["p_yes"] == [None, None]
+    none = seb.grade_association([[], []], [False, False], ["water"], "I like turtles.", [None])
+    assert none["listed_frac"] == [None] and not none["parse_ok"] and not none["list_ok"]
+    m = tiny_model("llama")
+    one = seb.plan_association(_ctx(m, n=2))
+    ctx3 = I.context(m, I.TaskConfig(n_trials=3).with_options(**TINY))
+    three = seb.plan_association(ctx3)
+    assert len(three) == 3 * len(one) and len({t.id("f", 0) for t in three}) == len(three)
+    per = [t.param("options") for t in three if t.word == three[0].word]
+    assert len(per) == 3 and len(set(per)) > 1  # each trial its own draw of option words
+
+
+def test_sampled_targets_are_frequencies_and_batch_independent(tiny_model):
+    m = tiny_model("llama")
+    ctx = _ctx(m, samples=3)
+    trials = seb.plan_association(ctx)
+    recs = list(seb.execute_association(ctx, trials))
+    assert all(r.grade["n_draws"] == 3 for r in recs)
+    assert recs[0].gen["n_draws"] == 3 and recs[0].gen["sampling"]["temperature"] == 1.0
+    alone = list(seb.execute_association(ctx, trials[1:2]))
+    assert alone[0].extra["lists"] == recs[1].extra["lists"]  # streams keyed by item, not batch
+    r = list(get_task("seb-restriction").execute(ctx, get_task("seb-restriction").plan(ctx)[:2]))
+    assert all(len(x.grade["judged_answered"]) == 3 == len(x.grade["response_cut"]) for x in r)
+    assert all(0 <= x.grade["p_answer"] <= 1 for x in r)
 
 
 def test_recovery_inserts_least_likely_tokens(tiny_model):
@@ -126,11 +175,13 @@ def test_recovery_inserts_least_likely_tokens(tiny_model):
     trials = recovery.plan(ctx)
     assert [t.condition for t in trials] == ["clean", "perturbed"]
     clean, pert = list(recovery.execute(ctx, trials))
+    assert clean.grade["cut"] == (len(I.generate(m, [recovery.render(m.tokenizer, recovery.user(
+        recovery.PROMPT.format(q=recovery._questions(ctx)[0].question)))], max_new_tokens=6)[0].tokens) == 6)
     ids = pert.gen["inserted_ids"]
     assert len(ids) == 1 and pert.grade["insert_at"] <= 2
     prompt = recovery.render(m.tokenizer, recovery.user(recovery.PROMPT.format(
         q=recovery._questions(ctx)[0].question)))
-    gen_ids = recovery.generate_sorted(ctx, [prompt], 6)[0].tokens[:pert.grade["insert_at"]]
+    gen_ids = recovery.greedy(ctx, [prompt], 6)[0].tokens[:pert.grade["insert_at"]]
     lp = next_token_logprobs(m, [Prompt.from_ids(list(prompt.ids) + list(gen_ids), m.tokenizer)])[0]
     size = min(len(m.tokenizer), m.cfg.d_vocab)
     mask = recovery._candidates(m.tokenizer, size)
@@ -138,6 +189,15 @@ def test_recovery_inserts_least_likely_tokens(tiny_model):
     assert pert.response.startswith(m.tokenizer.decode(list(gen_ids) + ids))
     with pytest.raises(ConfigError):
         recovery.plan(_ctx(m, kinds=("bogus",)))
+
+
+def test_recovery_grader_reads_the_answer_statement_not_later_working():
+    q = recovery._cached_qs(1, 0, 2, 2, "+-")[0]
+    text = f"Step: {q.expression} = {q.answer}. Answer: {q.answer}. Next, {q.answer} + 3 = {q.answer + 3}"
+    g = recovery.grade_recovery(q, text, text)
+    assert g["correct"] and g["parsed"] == q.answer and not g["correct_lenient"]
+    cutoff = recovery.grade_recovery(q, f"{q.expression} = {q.answer}", "")
+    assert not cutoff["parse_ok"] and not cutoff["correct"] and cutoff["correct_lenient"]
 
 
 def test_question_files_as_sources(tiny_model, tmp_path):
@@ -172,7 +232,8 @@ def test_quick_runs_on_default_model(default_model):
 
     One torch thread: on a shared 2-core CPU, two spinning OpenMP threads made this ~10x slower.
     """
-    opts = dict(n=2, history_len=6, n_options=4, n_tokens=(2,), insert_after=(3,), prefill=True)
+    opts = dict(n=2, history_len=6, n_options=4, n_tokens=(2,), insert_after=(3,), prefill=True,
+                list_tokens=32, response_tokens=32, answer_tokens=48)
     ctx = I.context(default_model, I.TaskConfig(max_new_tokens=16, batch_size=16).with_options(**opts))
     start, rows, threads = time.time(), [], torch.get_num_threads()
     torch.set_num_threads(1)
@@ -190,10 +251,3 @@ def test_quick_runs_on_default_model(default_model):
     assert set(s.task) == set(TASKS)
     d = pd.DataFrame(rows)
     assert d[d.task == "delegate"]["grade.baseline_parse_ok"].all()  # letter prefill works
-
-
-def test_parse_letter_ignores_the_article():
-    assert seb.parse_letter("A pet goldfish is a wonderful choice.") is None
-    assert seb.parse_letter("A: It will not provide") == "A"  # the letter, not the text after it
-    assert seb.parse_letter("Answer: B") == "B"
-    assert seb.parse_letter("the answer is a") is None

@@ -25,6 +25,7 @@ class MCQuestion:
     options: tuple[str, ...]
     answer: str
     topic: str = ""
+    difficulty: str = ""  # human-rated difficulty where the data has it (GPQA's writer estimate)
 
     @property
     def answer_text(self) -> str:
@@ -130,7 +131,8 @@ def load_gpqa_csv(path: Path | str, seed: int = 0) -> list[MCQuestion]:
         order = list(range(4))
         rng.shuffle(order)
         out.append(MCQuestion(rid, (r["Question"] or "").strip(), tuple(opts[i] for i in order),
-                              LETTERS[order.index(0)], (r.get("High-level domain") or "").strip()))
+                              LETTERS[order.index(0)], (r.get("High-level domain") or "").strip(),
+                              (r.get("Writer's Difficulty Estimate") or "").strip()))
     return out
 
 

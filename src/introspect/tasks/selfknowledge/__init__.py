@@ -1,3 +1,3 @@
 """Self-knowledge benchmarks (SEB, Delegate Game, recovery): importing this package registers them."""
 
-from introspect.tasks.selfknowledge import delegate, recovery, seb  # noqa: F401
+from introspect.tasks.selfknowledge import delegate, difficulty, recovery, seb  # noqa: F401

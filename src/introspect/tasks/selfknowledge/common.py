@@ -1,70 +1,65 @@
-"""Helpers the three self-knowledge task modules share: sessions, option knobs, answer parsers.
+"""What the self-knowledge tasks share: decisions read from next-token probabilities, sampled
+behaviour with per-item RNG streams, the ``--option`` knobs, and the arithmetic variant tag.
 
-Why shared: SEB, the Delegate Game and recovery all run fresh single-turn sessions batched by
-length, read the same ``--option`` knobs and parse the same letter / final-integer replies.
+Why decisions from logits: every choice the benchmarks ask for (a letter, yes/no, A/B) is the
+first token after a prefilled "Answer:", so its probability is read there directly instead of
+parsing a few greedy tokens. The mass the model puts on the allowed answers is recorded beside
+the renormalised probabilities, and a decision with little mass is flagged, never silently
+renormalised. Why sampled behaviour: what the model "does" (lists a word, refuses, answers
+right) is a probability; each item's K draws come from streams keyed by the item, so a trial's
+draws are the same alone, in any batch, shard or resume.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
 from introspect.chat import Conversation, Prompt, render
-from introspect.inject import Generation, generate
-from introspect.tasks.base import RunContext
+from introspect.decode import Generation, Sampling, generate
+from introspect.tasks.base import ConfigError, RunContext
 
-
-def run_sessions(ctx: RunContext, convs: Sequence[Conversation], max_new_tokens: int,
-                 ) -> tuple[list[Prompt], list[Generation]]:
-    """Render and greedily generate, shortest prompts batched together (less padding)."""
-    tok = ctx.model.tokenizer
-    prompts = [render(tok, c) for c in convs]
-    return prompts, generate_sorted(ctx, prompts, max_new_tokens)
-
-
-def generate_sorted(ctx: RunContext, prompts: Sequence[Prompt], max_new_tokens: int,
-                    ) -> list[Generation]:
-    if not prompts:
-        return []
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-    gens = generate(ctx.model, [prompts[i] for i in order], max_new_tokens=max_new_tokens,
-                    batch_size=ctx.cfg.batch_size)
-    out: list[Generation | None] = [None] * len(prompts)
-    for i, g in zip(order, gens):
-        out[i] = g
-    return out  # type: ignore[return-value]
+PREFILL = "Answer:"
+LOW_MASS = 0.5  # a decision with less probability on its allowed answers than this is flagged
+YES_NO = {"yes": ("Yes", "yes", "YES"), "no": ("No", "no", "NO")}
 
 
 def user(text: str, prefill: str | None = None) -> Conversation:
     return Conversation.of(("user", text), prefill=prefill)
 
 
-def parse_letter(text: str, letters: str = "AB") -> str | None:
-    """The chosen option letter (upper case only, so the article "a" never counts): a leading
-    letter standing alone ("B", "B: ...", "Option B,"; not "A pet ..."), else the only letter
-    written as an option label ("B:", "(B)", "is B."); None if absent or ambiguous."""
-    cls = f"[{letters}]"
-    m = re.match(rf"[\s\"'*(]*(?:(?i:option|answer)\s*(?:is)?\s*:?\s*)?({cls})(?=\s*$|\s*[:.),\]])",
-                 text)
-    if m:
-        return m.group(1)
-    found = set(re.findall(rf"(?<![A-Za-z0-9])\(?({cls})(?:[:.)]|$)", text))
-    found |= set(re.findall(rf"(?i:\boption|\banswer is)\s+\(?({cls})\b", text))
-    return found.pop() if len(found) == 1 else None
+def rendered(ctx: RunContext, convs: Sequence[Conversation]) -> list[Prompt]:
+    return [render(ctx.model.tokenizer, c) for c in convs]
 
 
-_INT = re.compile(r"(?<![\d.])-?\d[\d,]*(?![\d])")
+# ---------------------------------------------------------------- option knobs
+def _opt(ctx: RunContext, key: str, default: Any) -> Any:
+    v = ctx.cfg.option(key, default)
+    return default if v is None else v
 
 
-def parse_final_int(text: str) -> int | None:
-    """The final answer: the number after the last "Answer:"/"=" if any, else the last integer."""
-    for pat in (r"answer\s*(?:is)?\s*:?\s*", r"=\s*"):
-        hits = list(re.finditer(pat + r"(-?\d[\d,]*)", text, re.I))
-        if hits:
-            return int(hits[-1].group(1).replace(",", ""))
-    nums = _INT.findall(text)
-    return int(nums[-1].replace(",", "")) if nums else None
+def _n(ctx: RunContext, default: int) -> int:
+    return int(_opt(ctx, "n", default))
+
+
+def _knob(v: Any) -> Any:
+    return tuple(v) if isinstance(v, (list, tuple)) else v
+
+
+def budget(ctx: RunContext, key: str, floor: int) -> int:
+    """Token budget of a free-form answer: ``--option KEY=N``, else the larger of
+    ``--max-new-tokens`` and ``floor`` (long enough that answers are rarely cut; the cut rate
+    is recorded either way)."""
+    v = int(_opt(ctx, key, max(floor, int(ctx.cfg.max_new_tokens))))
+    if v < 1:
+        raise ConfigError(f"option {key} must be a positive token count, got {v}")
+    return v
 
 
 def arith_tag(digits: Any, terms: Any, ops: str) -> str:
@@ -75,18 +70,128 @@ def arith_tag(digits: Any, terms: Any, ops: str) -> str:
     return f"arith-d{f(digits)}t{f(terms)}{ops}"
 
 
-def _opt(ctx: RunContext, key: str, default: Any) -> Any:
-    v = ctx.cfg.option(key, default)
-    return default if v is None else v
+# ---------------------------------------------------------------- sampling
+def sampling(ctx: RunContext) -> Sampling:
+    """The run's sampling settings (``--temperature --top-p --top-k``)."""
+    s = getattr(ctx.cfg, "sampling", None)
+    if s is not None:
+        return s
+    return Sampling(float(getattr(ctx.cfg, "temperature", 0.0)), float(getattr(ctx.cfg, "top_p", 1.0)),
+                    int(getattr(ctx.cfg, "top_k", 0)))
 
 
-def _n(ctx: RunContext, default: int) -> int:
-    return int(_opt(ctx, "n", default))
+def n_draws(ctx: RunContext) -> int:
+    """K behaviour draws per item (``--samples``); greedy decoding has one (K identical draws
+    would fake a sample size)."""
+    return 1 if sampling(ctx).greedy else max(1, int(getattr(ctx.cfg, "n_samples", 1)))
 
 
-def _session_log(prompts: Sequence[Prompt], gens: Sequence[Generation]) -> list[dict[str, str]]:
+def draws(ctx: RunContext, prompts: Sequence[Prompt], keys: Sequence[str], max_new_tokens: int,
+          stop: Sequence[str] = ()) -> list[list[Generation]]:
+    """K sampled completions per prompt (the run's sampling), each row from the stream of
+    (its key, its sample index): per prompt, a list of K generations."""
+    if not prompts:
+        return []
+    k = n_draws(ctx)
+    gens = generate(ctx.model, list(prompts), max_new_tokens=max_new_tokens, sampling=sampling(ctx),
+                    n_samples=k, seeds=[f"{ctx.cfg.seed}:{key}" for key in keys], stop=stop,
+                    batch_size=ctx.cfg.batch_size)
+    return [gens[i * k:(i + 1) * k] for i in range(len(prompts))]
+
+
+def greedy(ctx: RunContext, prompts: Sequence[Prompt], max_new_tokens: int,
+           stop: Sequence[str] = ()) -> list[Generation]:
+    """One greedy completion per prompt: the text reading of a decision (its first step's
+    distribution, ``first_logprobs``, is the logit reading)."""
+    if not prompts:
+        return []
+    return generate(ctx.model, list(prompts), max_new_tokens=max_new_tokens, stop=stop,
+                    batch_size=ctx.cfg.batch_size)
+
+
+def gen_info(ctx: RunContext, **budgets: int) -> dict[str, Any]:
+    return {"sampling": sampling(ctx).to_dict(), "n_draws": n_draws(ctx), "max_new_tokens": budgets}
+
+
+def cut(g: Generation) -> bool:
+    """The completion was cut by its token budget (not ended by EOS or a stop string)."""
+    return g.stop_reason == "length"
+
+
+# ---------------------------------------------------------------- decisions from logits
+def answer_ids(tokenizer: Any, spellings: Mapping[str, Sequence[str]]) -> dict[str, list[int]]:
+    """Single-token spellings of each answer label ("A", " A"; "Yes", " yes", ...). A token
+    that would spell two labels is dropped from both; a label may end up with no token."""
+    out: dict[str, list[int]] = {}
+    for label, forms in spellings.items():
+        ids: list[int] = []
+        for f in forms:
+            for s in (f, " " + f):
+                enc = tokenizer.encode(s, add_special_tokens=False)
+                if len(enc) == 1 and tokenizer.decode(enc).strip() == f and enc[0] not in ids:
+                    ids.append(int(enc[0]))
+        out[label] = ids
+    seen: dict[int, int] = {}
+    for ids in out.values():
+        for i in ids:
+            seen[i] = seen.get(i, 0) + 1
+    return {k: [i for i in v if seen[i] == 1] for k, v in out.items()}
+
+
+def letter_ids(tokenizer: Any, letters: str) -> dict[str, list[int]]:
+    return answer_ids(tokenizer, {L: (L,) for L in letters})
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A choice read from one next-token distribution: probabilities renormalised over the
+    allowed answers, and ``mass``, the raw probability those answers had before that."""
+
+    labels: tuple[str, ...]
+    probs: tuple[float, ...]
+    mass: float
+
+    @property
+    def choice(self) -> str:
+        return self.labels[max(range(len(self.probs)), key=self.probs.__getitem__)]
+
+    @property
+    def low_mass(self) -> bool:
+        return self.mass < LOW_MASS
+
+    def p(self, label: str) -> float:
+        return self.probs[self.labels.index(label)]
+
+    def entropy(self, labels: Sequence[str] | None = None) -> float:
+        """Entropy (nats) over ``labels`` (default all), renormalised over them."""
+        ps = torch.tensor([self.p(x) for x in (labels or self.labels)], dtype=torch.float64)
+        ps = ps / ps.sum()
+        return float(-(ps * ps.clamp_min(1e-300).log()).sum())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"p": dict(zip(self.labels, self.probs)), "mass": self.mass, "choice": self.choice,
+                "low_mass": self.low_mass}
+
+
+def decide(logprobs: Float[Tensor, " vocab"], ids: Mapping[str, Sequence[int]]) -> Decision | None:
+    """The decision at one step; None when some allowed answer has no single token (the
+    tokenizer cannot express it, so no logit reading exists)."""
+    if not ids or any(not v for v in ids.values()):
+        return None
+    lp = [float(torch.logsumexp(logprobs[list(v)].double(), 0)) for v in ids.values()]
+    total = math.log(sum(math.exp(x) for x in lp)) if max(lp) > -math.inf else -math.inf
+    if total == -math.inf:
+        return None
+    return Decision(tuple(ids), tuple(math.exp(x - total) for x in lp), math.exp(total))
+
+
+def decisions(ctx: RunContext, prompts: Sequence[Prompt], ids: Mapping[str, Sequence[int]],
+              text_tokens: int = 8) -> tuple[list[Decision | None], list[Generation]]:
+    """Logit decision at each prompt's first answer step, plus a short greedy completion for
+    the text reading. One ``generate`` call: prompts sharing a long prefix share its cache."""
+    gens = greedy(ctx, prompts, text_tokens)
+    return [decide(g.first_logprobs, ids) for g in gens], gens
+
+
+def session_log(prompts: Sequence[Prompt], gens: Sequence[Generation]) -> list[dict[str, str]]:
     return [{"prompt": p.text, "response": g.text} for p, g in zip(prompts, gens)]
-
-
-def _knob(v: Any) -> Any:
-    return tuple(v) if isinstance(v, (list, tuple)) else v

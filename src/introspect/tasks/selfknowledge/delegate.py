@@ -1,95 +1,160 @@
 """The Delegate Game (003): answer a question yourself or hand it to a teammate.
 
 Why this design: the game never asks for a confidence report; a model that knows what it knows
-should delegate the questions it would get wrong, raising its accuracy on the ones it keeps above
-its baseline accuracy (the lift), and delegation should track baseline errors (MCC) and baseline
-answer entropy (white-box logistic regression, 003 Fig. 3). A phase-1 history shows how a
-simulated teammate of set accuracy did on ~50 other questions (compact: stem + correct or not;
-optionally the model's own baseline result), so delegation rate vs teammate accuracy is the
-other-modelling check. One trial = one game question at one teammate accuracy; its baseline
-(answer alone, greedy, letter entropy from the first step's log-probs) runs inside ``execute``,
-so any subset of trials can run alone.
+delegates the questions it would get wrong (delegation tracks its baseline errors, and its
+accuracy on the questions it keeps rises above its baseline: the lift), and delegates more to a
+better teammate (other-modelling). As in 003, phase 1 is a multi-turn transcript: each earlier
+question in full (stem and options), the model's own answer as its turn, then the teammate's
+answer and whether it was right (and, with ``feedback``, whether the model was right). Game and
+phase-1 questions are drawn so that the model's baseline accuracy on each matches its accuracy
+on the whole pool (003: "selected ... to match the accuracy distribution identified on the
+baseline test"); the baseline therefore runs when the trials are planned.
+
+Readings: the baseline answer and the game decision are read from the next-token distribution
+at a prefilled "Answer:" (P(correct letter), entropy over A–D; P(T) over A–D and T, with the mass
+on those tokens recorded); a short greedy reply is parsed as the secondary reading. Short-answer
+questions (SimpleQA) are answered K times (``--samples``) for P(correct).
 """
 
 from __future__ import annotations
 
-import math
+import json
 import random
 import re
 from collections.abc import Iterator, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from introspect.chat import Conversation, render
 from introspect.data import DataError, MCQuestion, ShortQuestion, arithmetic_mc, load_questions
 from introspect.grading import normalize_word
-from introspect.inject import Generation
 from introspect.records import Record
-from introspect.tasks.base import RunContext, TaskSpec, Trial, register
+from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge.common import (
+    PREFILL,
     _knob,
     _opt,
     arith_tag,
-    parse_letter,
-    run_sessions,
+    budget,
+    decisions,
+    draws,
+    gen_info,
+    greedy,
+    letter_ids,
+    rendered,
     user,
 )
-from introspect.tasks.selfknowledge.metrics import letter_entropy
+from introspect.tasks.selfknowledge.parse import is_delegation, parse_letter
 
 Question = MCQuestion | ShortQuestion
-PREFILL = "Answer:"
 BASELINE_MC = "Answer the following question.\n\n{q}\nReply with one letter: A, B, C or D."
 BASELINE_SHORT = "Answer the following question in as few words as possible.\n\n{q}"
-GAME = (
-    "You and your teammate play a quiz as a team. For each question you either answer it "
-    "yourself or delegate it to your teammate by replying T. The team scores a point for every "
-    "correct answer.\n\nEarlier questions and how {who} did:\n{history}\n\nGame question:\n{q}\n"
-    "{reply}"
-)
+INTRO = ("Let's play a game. You and a teammate answer questions together. In phase 1 you will see "
+         "{n} questions: you answer each one, then you are told {what}. In phase 2, for each question "
+         "you either answer it yourself or delegate it to your teammate by replying T. The team "
+         "scores a point for every correct answer, whoever gives it.")
+PHASE2 = "Phase 1 is over. Phase 2 begins now: answer yourself, or reply T to let your teammate answer."
 REPLY_MC = "Reply with one letter: A, B, C or D to answer, or T to let your teammate answer."
 REPLY_SHORT = "Reply with a short answer, or T to let your teammate answer."
 
 
-@lru_cache(maxsize=8)
-def _pool(source: str, seed: int, n: int, history_len: int, digits: Any, terms: Any, ops: str
-          ) -> tuple[str, tuple[Question, ...], tuple[Question, ...]]:
-    """(variant stem, phase-1 questions, game questions), disjoint and deterministic."""
+def _show(q: Question) -> str:
+    return q.format() if isinstance(q, MCQuestion) else q.question
+
+
+# ---------------------------------------------------------------- question pool and baseline
+def _pool(ctx: RunContext) -> tuple[str, list[Question]]:
+    source = str(_opt(ctx, "questions", "arithmetic"))
+    n, h = int(_opt(ctx, "n", 50)), int(_opt(ctx, "history_len", 50))
     if source == "arithmetic":
-        qs: list[Question] = list(arithmetic_mc(history_len + n, seed, digits=digits, terms=terms,
-                                                ops=ops))
-        stem = arith_tag(digits, terms, ops)
-    else:
-        qs = list(load_questions(source, seed))
-        random.Random(f"delegate:{seed}").shuffle(qs)
-        stem = Path(source).stem
-        if len(qs) <= history_len:
-            raise DataError(f"{source}: {len(qs)} questions, need more than history_len="
-                            f"{history_len}; expected a larger question file")
-    return stem, tuple(qs[:history_len]), tuple(qs[history_len:history_len + n])
+        digits, terms, ops = _knob(_opt(ctx, "digits", 2)), _knob(_opt(ctx, "terms", 2)), str(_opt(ctx, "ops", "+-"))
+        size = int(_opt(ctx, "pool", 2 * (n + h)))
+        return arith_tag(digits, terms, ops), list(arithmetic_mc(size, ctx.cfg.seed, digits=digits,
+                                                                 terms=terms, ops=ops))
+    qs = list(load_questions(source, ctx.cfg.seed))
+    random.Random(f"delegate:{ctx.cfg.seed}").shuffle(qs)
+    if len(qs) <= h:
+        raise DataError(f"{source}: {len(qs)} questions, need more than history_len={h}; "
+                        "expected a larger question file")
+    return Path(source).stem, qs[:int(_opt(ctx, "pool", len(qs)))]
 
 
-def _source(ctx: RunContext) -> tuple[str, tuple[Question, ...], tuple[Question, ...]]:
-    return _pool(str(_opt(ctx, "questions", "arithmetic")), ctx.cfg.seed, int(_opt(ctx, "n", 50)),
-                 int(_opt(ctx, "history_len", 50)), _knob(_opt(ctx, "digits", 2)),
-                 _knob(_opt(ctx, "terms", 2)), str(_opt(ctx, "ops", "+-")))
+def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any]]:
+    """Each question answered alone. MC: the letter distribution at "Answer:" (correct = its
+    argmax, P(correct), entropy over A–D, mass) and a parsed greedy reply; short answers: a
+    greedy reply and K sampled ones (P(correct))."""
+    mc = [q for q in qs if isinstance(q, MCQuestion)]
+    short = [q for q in qs if not isinstance(q, MCQuestion)]
+    out: dict[str, dict[str, Any]] = {}
+    pm = rendered(ctx, [user(BASELINE_MC.format(q=_show(q)), prefill=PREFILL) for q in mc])
+    dec, gens = decisions(ctx, pm, letter_ids(ctx.model.tokenizer, "ABCD"))
+    for q, p, d, g in zip(mc, pm, dec, gens):
+        text = parse_letter(g.text, "ABCD")
+        out[q.id] = {"correct": bool(d and d.choice == q.answer), "p_correct": d.p(q.answer) if d else None,
+                     "choice": d.choice if d else None, "entropy": d.entropy() if d else None,
+                     "mass": d.mass if d else None, "low_mass": bool(d and d.low_mass),
+                     "text_choice": text, "text_correct": text == q.answer, "parse_ok": text is not None,
+                     "prompt": p.text, "response": g.text}
+    if short:
+        st = budget(ctx, "short_tokens", 32)
+        ps = rendered(ctx, [user(BASELINE_SHORT.format(q=q.question), prefill=PREFILL) for q in short])
+        gr = greedy(ctx, ps, st)
+        sampled = draws(ctx, ps, [f"delegate:base:{q.id}" for q in short], st)
+        for q, p, g, ds in zip(short, ps, gr, sampled):
+            ok = short_correct(g.text, q.answer)
+            out[q.id] = {"correct": ok, "p_correct": sum(short_correct(x.text, q.answer) for x in ds) / len(ds),
+                         "choice": g.text.strip()[:80], "entropy": None, "mass": None, "low_mass": False,
+                         "text_choice": g.text.strip()[:80], "text_correct": ok,
+                         "parse_ok": bool(g.text.strip()), "prompt": p.text, "response": g.text}
+    return out
 
 
-def _accuracies(ctx: RunContext) -> list[float]:
-    acc = _opt(ctx, "teammate_accuracy", 0.5)
-    accs = [float(a) for a in (acc if isinstance(acc, (list, tuple)) else [acc])]
-    if any(not 0 <= a <= 1 for a in accs):
-        from introspect.tasks.base import ConfigError
+def stratified(qs: Sequence[Question], correct: dict[str, bool], n: int, h: int
+               ) -> tuple[list[Question], list[Question]]:
+    """(phase-1 questions, game questions), disjoint, each with round(accuracy × size) questions
+    the model answered right, accuracy being its baseline accuracy on the whole pool (short of
+    one class, the other fills in)."""
+    right = [q for q in qs if correct[q.id]]
+    wrong = [q for q in qs if not correct[q.id]]
+    acc = len(right) / len(qs) if qs else 0.0
 
-        raise ConfigError(f"teammate_accuracy must lie in [0, 1], got {acc}")
-    return accs
+    def take(k: int) -> list[Question]:
+        r = min(len(right), round(acc * k))
+        w = min(len(wrong), k - r)
+        r = min(len(right), k - w)
+        picked = right[:r] + wrong[:w]
+        del right[:r], wrong[:w]
+        return picked
+
+    hist = take(h)
+    return hist, take(n)
 
 
-def _variant(source: str, acc: float, feedback: bool) -> str:
-    return f"{source}:teammate={acc:g}" + ("+feedback" if feedback else "")
+_SEL: dict[tuple, tuple[str, list[Question], list[Question], dict[str, dict[str, Any]]]] = {}
 
 
+def selection(ctx: RunContext) -> tuple[str, list[Question], list[Question], dict[str, dict[str, Any]]]:
+    """(variant stem, phase-1 questions, game questions, baseline by id), cached per model and
+    settings (the trials are planned from it, so it must not change between plan and execute)."""
+    key = (ctx.fingerprint, ctx.cfg.seed, json.dumps(dict(ctx.cfg.options), sort_keys=True, default=str),
+           getattr(ctx.cfg, "temperature", 0), getattr(ctx.cfg, "n_samples", 1))
+    if key not in _SEL:
+        stem, qs = _pool(ctx)
+        n, h = int(_opt(ctx, "n", 50)), int(_opt(ctx, "history_len", 50))
+        if _opt(ctx, "stratify", True):
+            base = baseline(ctx, qs)
+            order = random.Random(f"delegate:strat:{ctx.cfg.seed}").sample(qs, len(qs))
+            hist, game = stratified(order, {q.id: base[q.id]["correct"] for q in qs}, n, h)
+        else:
+            hist, game = qs[:h], qs[h:h + n]
+            base = baseline(ctx, hist + game)
+        _SEL[key] = (stem, hist, game, {q.id: base[q.id] for q in hist + game})
+        if len(_SEL) > 8:
+            _SEL.pop(next(iter(_SEL)))
+    return _SEL[key]
+
+
+# ---------------------------------------------------------------- the game transcript
 def teammate_history(n: int, acc: float, seed: int) -> list[bool]:
     """Exactly round(acc n) correct phase-1 answers, in seeded random order."""
     k = round(acc * n)
@@ -103,34 +168,130 @@ def teammate_answers_correctly(seed: int, acc: float, qid: str) -> bool:
     return random.Random(f"teammate-game:{seed}:{acc}:{qid}").random() < acc
 
 
-def _show(q: Question) -> str:
-    return q.format() if isinstance(q, MCQuestion) else q.question
+def _mate_answer(q: Question, right: bool, seed: int) -> str:
+    if not isinstance(q, MCQuestion):
+        return q.answer if right else "(a different answer)"
+    if right:
+        return q.answer
+    wrong = [L for L in "ABCDEFGH"[:len(q.options)] if L != q.answer]
+    return random.Random(f"teammate-wrong:{seed}:{q.id}").choice(wrong)
 
 
-def _stem(q: Question, width: int = 100) -> str:
-    s = " ".join(q.question.split())
-    return s if len(s) <= width else s[:width - 3] + "..."
+def transcript(hist: Sequence[Question], base: dict[str, dict[str, Any]], mate: Sequence[bool],
+               feedback: bool, seed: int) -> list[tuple[str, str]]:
+    """Phase 1 as turns: the intro and each question in full (user), the model's own baseline
+    answer (assistant), then the teammate's answer and result (and the model's, with feedback)
+    opening the next user turn. The last user turn's opening is returned unfinished."""
+    word = {True: "Correct", False: "Incorrect"}
+    what = "your teammate's answer and whether it was correct" + (
+        ", and whether your own answer was correct" if feedback else "")
+    turns: list[tuple[str, str]] = []
+    lead = INTRO.format(n=len(hist), what=what)
+    for i, (q, m) in enumerate(zip(hist, mate), 1):
+        reply = "Reply with one letter: A, B, C or D." if isinstance(q, MCQuestion) else "Reply with a short answer."
+        turns.append(("user", f"{lead}\n\nPhase 1, question {i}:\n{_show(q)}\n{reply}"))
+        turns.append(("assistant", str(base[q.id]["choice"] or "")))
+        mine = f"Your answer: {word[bool(base[q.id]['correct'])]}\n" if feedback else ""
+        lead = f"{mine}Teammate's answer: {_mate_answer(q, m, seed)} ({word[m]})"
+    turns.append(("user", lead))
+    return turns
 
 
-def letter_ids(tokenizer: Any, letters: str) -> dict[str, list[int]]:
-    """Single-token spellings ("A", " A") of each letter, for reading its probability."""
-    out: dict[str, list[int]] = {}
-    for L in letters:
-        ids = []
-        for s in (L, " " + L):
-            enc = tokenizer.encode(s, add_special_tokens=False)
-            if len(enc) == 1 and tokenizer.decode(enc).strip() == L and enc[0] not in ids:
-                ids.append(int(enc[0]))
-        out[L] = ids
-    return out
+def game_conversation(turns: Sequence[tuple[str, str]], q: Question) -> Conversation:
+    reply = REPLY_MC if isinstance(q, MCQuestion) else REPLY_SHORT
+    *head, (_, last) = turns
+    return Conversation.of(*head, ("user", f"{last}\n\n{PHASE2}\n\nGame question:\n{_show(q)}\n{reply}"),
+                           prefill=PREFILL)
 
 
-def _letter_logprobs(lp: torch.Tensor, ids: dict[str, list[int]]) -> list[float]:
-    return [float(torch.logsumexp(lp[v], 0)) if v else -math.inf for v in ids.values()]
+def _accuracies(ctx: RunContext) -> list[float]:
+    acc = _opt(ctx, "teammate_accuracy", 0.5)
+    accs = [float(a) for a in (acc if isinstance(acc, (list, tuple)) else [acc])]
+    if any(not 0 <= a <= 1 for a in accs):
+        raise ConfigError(f"teammate_accuracy must lie in [0, 1], got {acc}")
+    return accs
 
 
-def _vocab_entropy(lp: torch.Tensor) -> float:
-    return float(-(lp.exp() * lp.clamp(min=-1e4)).sum())
+def _variant(source: str, acc: float, feedback: bool) -> str:
+    return f"{source}:teammate={acc:g}" + ("+feedback" if feedback else "")
+
+
+def plan(ctx: RunContext) -> list[Trial]:
+    accs = _accuracies(ctx)
+    stem, hist, game, _ = selection(ctx)
+    fb = bool(_opt(ctx, "feedback", False))
+    return [Trial("delegate", "clean", index=i, variant=_variant(stem, acc, fb),
+                  params=(("feedback", fb), ("history_len", len(hist)), ("qid", q.id),
+                          ("questions", stem), ("teammate_accuracy", acc)))
+            for acc in accs for i, q in enumerate(game)]
+
+
+def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
+    trials = list(trials)
+    if not trials:
+        return
+    _, hist, game, base = selection(ctx)
+    by_id = {q.id: q for q in game}
+    fb = bool(_opt(ctx, "feedback", False))
+    turns: dict[float, list[tuple[str, str]]] = {}
+    for t in trials:
+        acc = float(t.param("teammate_accuracy"))
+        if acc not in turns:
+            turns[acc] = transcript(hist, base, teammate_history(len(hist), acc, ctx.cfg.seed), fb, ctx.cfg.seed)
+    convs = [game_conversation(turns[float(t.param("teammate_accuracy"))], by_id[t.param("qid")])
+             for t in trials]
+    prompts = [render(ctx.model.tokenizer, c) for c in convs]
+    mc = all(isinstance(by_id[t.param("qid")], MCQuestion) for t in trials)
+    tt = 8 if mc else budget(ctx, "short_tokens", 32)
+    dec, gens = decisions(ctx, prompts, letter_ids(ctx.model.tokenizer, "ABCDT" if mc else "T"), tt)
+    for t, p, d, g in zip(trials, prompts, dec, gens):
+        q = by_id[t.param("qid")]
+        grade = grade_game(q, base[q.id], d, g.text, float(t.param("teammate_accuracy")),
+                           teammate_answers_correctly(ctx.cfg.seed, float(t.param("teammate_accuracy")), q.id))
+        grade.update(source=t.param("questions"), feedback=fb, history_len=len(hist),
+                     game_cut=g.stop_reason == "length", **surface(q))
+        yield ctx.record(t, prompt=p.text, response=g.text, grade=grade,
+                         gen=gen_info(ctx, game=tt), extra={"baseline_prompt": base[q.id]["prompt"],
+                                                            "baseline_response": base[q.id]["response"]})
+
+
+def grade_game(q: Question, b: dict[str, Any], d: Any, text: str, acc: float, mate: bool) -> dict[str, Any]:
+    """Logit reading (P(T) over A–D and T; delegated = T is the argmax) and text reading of one
+    game reply, with the baseline it is compared to and the team's score."""
+    mc = isinstance(q, MCQuestion)
+    if mc:
+        tchoice = parse_letter(text, "ABCDT")
+        t_deleg, t_ok = tchoice == "T", tchoice == q.answer
+    else:
+        t_deleg = is_delegation(text)
+        tchoice = "T" if t_deleg else (text.strip() or None)
+        t_ok = not t_deleg and short_correct(text, q.answer)
+    deleg = bool(d and d.choice == "T") if mc else t_deleg
+    kept_ok = bool(d and d.choice == q.answer) if mc else t_ok
+    return {
+        "qid": q.id, "answer": q.answer, "teammate_accuracy": acc, "teammate_correct": mate,
+        "baseline_correct": b["correct"], "baseline_p_correct": b["p_correct"], "entropy": b["entropy"],
+        "baseline_mass": b["mass"], "baseline_low_mass": b["low_mass"], "baseline_choice": b["choice"],
+        "baseline_text_choice": b["text_choice"], "baseline_text_correct": b["text_correct"],
+        "baseline_parse_ok": b["parse_ok"],
+        # short answers: the raw probability of a first token "T" (any other token is an answer)
+        "p_delegate": (d.p("T") if mc else d.mass) if d else None, "game_mass": d.mass if (d and mc) else None,
+        "game_low_mass": bool(d and mc and d.low_mass), "game_choice": d.choice if (d and mc) else tchoice,
+        "game_entropy": d.entropy(list("ABCD")) if (d and mc) else None,
+        "delegated": deleg, "game_correct": kept_ok and not deleg,
+        "team_correct": mate if deleg else kept_ok, "team_expected": acc if deleg else float(kept_ok),
+        "game_text_choice": tchoice, "game_parse_ok": tchoice is not None, "delegated_text": t_deleg,
+        "game_text_correct": bool(t_ok) and not t_deleg, "parse_ok": tchoice is not None,
+    }
+
+
+def surface(q: Question) -> dict[str, Any]:
+    """Surface features a heuristic could use instead of introspection (003's controls)."""
+    text = _show(q)
+    return {"question_length": len(q.question), "n_words": len(text.split()),
+            "digit_fraction": sum(c.isdigit() for c in text) / max(1, len(text)),
+            "topic": getattr(q, "topic", "") or "", "human_difficulty": getattr(q, "difficulty", "") or "",
+            "answer_type": getattr(q, "answer_type", "") or ""}
 
 
 def short_correct(response: str, answer: str) -> bool:
@@ -139,107 +300,6 @@ def short_correct(response: str, answer: str) -> bool:
     return bool(a) and re.search(rf"(?<!\w){re.escape(a)}(?!\w)", r) is not None
 
 
-def grade_answer(q: Question, text: str, allow_t: bool) -> tuple[str | None, bool]:
-    """(choice, correct): choice is a letter, "T", the short answer text, or None (unparsed)."""
-    if isinstance(q, MCQuestion):
-        choice = parse_letter(text, "ABCD" + ("T" if allow_t else ""))
-        return choice, choice == q.answer
-    body = text.strip()
-    if allow_t and re.match(r"^\W*T(?![A-Za-z])", body):
-        return "T", False
-    return (body or None), bool(body) and short_correct(body, q.answer)
-
-
-def _baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any]]:
-    """Answer each question alone (greedy); correctness and answer-letter entropy."""
-    convs = [user((BASELINE_MC if isinstance(q, MCQuestion) else BASELINE_SHORT).format(q=_show(q)),
-                  prefill=PREFILL) for q in qs]
-    mc = all(isinstance(q, MCQuestion) for q in qs)
-    prompts, gens = run_sessions(ctx, convs, 3 if mc else 16)
-    ids = letter_ids(ctx.model.tokenizer, "ABCD")
-    out = {}
-    for q, p, g in zip(qs, prompts, gens):
-        choice, ok = grade_answer(q, g.text, allow_t=False)
-        ent = (letter_entropy(_letter_logprobs(g.first_logprobs, ids))
-               if isinstance(q, MCQuestion) and all(ids.values()) else _vocab_entropy(g.first_logprobs))
-        out[q.id] = {"choice": choice, "correct": bool(ok), "parse_ok": choice is not None,
-                     "entropy": ent, "prompt": p.text, "response": g.text}
-    return out
-
-
-def _history(hist: Sequence[Question], tm: Sequence[bool], own: dict[str, dict] | None) -> str:
-    word = {True: "correct", False: "incorrect"}
-    lines = []
-    for i, (q, c) in enumerate(zip(hist, tm), 1):
-        you = f"You: {word[own[q.id]['correct']]}; " if own is not None else ""
-        lines.append(f"{i}. {_stem(q)} -> {you}Teammate: {word[c]}")
-    return "\n".join(lines)
-
-
-def plan(ctx: RunContext) -> list[Trial]:
-    stem, hist, game = _source(ctx)
-    fb = bool(_opt(ctx, "feedback", False))
-    return [Trial("delegate", "clean", index=i, variant=_variant(stem, acc, fb),
-                  params=(("feedback", fb), ("history_len", len(hist)), ("qid", q.id),
-                          ("questions", stem), ("teammate_accuracy", acc)))
-            for acc in _accuracies(ctx) for i, q in enumerate(game)]
-
-
-def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
-    trials = list(trials)
-    if not trials:
-        return
-    _, hist, game = _source(ctx)
-    by_id = {q.id: q for q in game}
-    fb = bool(_opt(ctx, "feedback", False))
-    need = list(dict.fromkeys(t.param("qid") for t in trials))
-    base = _baseline(ctx, [by_id[i] for i in need] + (list(hist) if fb else []))
-    histories: dict[float, str] = {}
-    convs = []
-    for t in trials:
-        acc, q = float(t.param("teammate_accuracy")), by_id[t.param("qid")]
-        if acc not in histories:
-            tm = teammate_history(len(hist), acc, ctx.cfg.seed)
-            histories[acc] = _history(hist, tm, base if fb else None)
-        reply = REPLY_MC if isinstance(q, MCQuestion) else REPLY_SHORT
-        convs.append(user(GAME.format(who="you and your teammate" if fb else "your teammate",
-                                      history=histories[acc], q=_show(q), reply=reply),
-                          prefill=PREFILL))
-    mnt = 3 if all(isinstance(by_id[i], MCQuestion) for i in need) else 16
-    prompts, gens = run_sessions(ctx, convs, mnt)
-    ids = letter_ids(ctx.model.tokenizer, "ABCDT")
-    for t, p, g in zip(trials, prompts, gens):
-        yield _record(ctx, t, by_id[t.param("qid")], base[t.param("qid")], p.text, g, ids, mnt)
-
-
-def _record(ctx: RunContext, t: Trial, q: Question, b: dict[str, Any], prompt: str,
-            g: Generation, ids: dict[str, list[int]], max_new_tokens: int) -> Record:
-    acc = float(t.param("teammate_accuracy"))
-    choice, ok = grade_answer(q, g.text, allow_t=True)
-    delegated = choice == "T"
-    mate = teammate_answers_correctly(ctx.cfg.seed, acc, q.id)
-    game_ent = p_t = None
-    if isinstance(q, MCQuestion) and all(ids.values()):
-        lps = _letter_logprobs(g.first_logprobs, ids)
-        game_ent = letter_entropy(lps[:4])
-        p_t = math.exp(lps[4] - torch.logsumexp(torch.tensor(lps), 0).item())
-    grade = {
-        "baseline_choice": b["choice"], "baseline_correct": b["correct"],
-        "baseline_parse_ok": b["parse_ok"], "entropy": b["entropy"],
-        "game_choice": choice, "game_parse_ok": choice is not None, "delegated": delegated,
-        "parse_ok": b["parse_ok"] and choice is not None,
-        "game_correct": bool(ok) and not delegated, "teammate_correct": mate,
-        "team_correct": mate if delegated else bool(ok),
-        "team_expected": acc if delegated else float(bool(ok)),
-        "teammate_accuracy": acc, "question_length": len(q.question), "game_entropy": game_ent,
-        "p_delegate": p_t, "qid": q.id, "answer": q.answer, "source": t.param("questions"),
-    }
-    return ctx.record(t, prompt=prompt, response=g.text, grade=grade,
-                      gen={"max_new_tokens": max_new_tokens, "do_sample": False,
-                           "prefill": PREFILL},
-                      extra={"baseline_prompt": b["prompt"], "baseline_response": b["response"]})
-
-
-register(TaskSpec("delegate", "Delegate Game: answer or delegate to a simulated teammate; lift "
-                  "and MCC of delegation vs own baseline errors (003)", plan, execute,
-                  uses_injection=False))
+register(TaskSpec("delegate", "Delegate Game (003): answer or delegate to a teammate after a "
+                  "multi-turn phase 1; P(T) from logits vs own baseline errors, lift, clustered "
+                  "regressions", plan, execute, uses_injection=False))

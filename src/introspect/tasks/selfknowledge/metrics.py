@@ -1,24 +1,50 @@
-"""Metrics of the self-knowledge tasks (seb-*, delegate, recovery), as tidy tables with 95% CIs.
+"""Summaries of the self-knowledge tasks (seb-*, delegate, recovery) as tidy tables with 95% CIs.
 
 Why separate from the tasks: the report calls these on flattened record frames (``grade.*``
 columns), and tests check them on hand-computed tables, without any model. Every
-``summarize_<task>(df)`` returns columns ``SK_COLUMNS``; proportions carry Wilson intervals,
-differences, means and MCC a seeded bootstrap, p-values have no interval (lo = hi = NaN).
+``summarize_<task>(df)`` returns columns ``SK_COLUMNS``. Each benchmark shows its logit reading
+(``logit_*``: accuracy, AUROC, Brier, calibration, beside the majority-class and a
+surface-feature baseline), its parsed-text reading (``text_*``, 002's accuracy where an unparsed
+reply counts wrong, and the adjusted one without them), and its parse, cut and low-mass rates.
+Targets are sampled behaviour: one row per draw, clustered by item for the intervals.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from introspect.stats import bootstrap_diff, bootstrap_mean, mcc_ci, mcnemar_test, wilson
+from introspect.stats import bootstrap_mean
+from introspect.tasks.selfknowledge.game_metrics import summarize_delegate
+from introspect.tasks.selfknowledge.rows import (
+    NAN,
+    SK_COLUMNS,
+    b,
+    block,
+    frame,
+    g,
+    groups,
+    isnum,
+    lists,
+    num,
+    prop,
+    row,
+    value,
+    with_source,
+)
+from introspect.tasks.selfknowledge.skstats import (
+    boot_auroc,
+    boot_mean,
+    cross_validated_p,
+    expand_draws,
+    pair_credit,
+    paired_binary,
+)
 
-SK_COLUMNS = ["model_id", "task", "variant", "condition", "metric", "value", "lo", "hi", "n"]
-NAN = math.nan
+__all__ = ["SK_COLUMNS", "SUMMARIES", "association_rates", "over_niceness", "pairwise_accuracy",
+           "summarize_sk", "true_difficulty_order"]
 
 
 # ---------------------------------------------------------------- pure building blocks
@@ -28,316 +54,201 @@ def true_difficulty_order(correct: Sequence[bool], n_tokens: Sequence[int]) -> l
 
 
 def pairwise_accuracy(predicted: Sequence[int], correct: Sequence[bool], n_tokens: Sequence[int],
-                      ) -> tuple[float | None, int, int]:
-    """(fraction, pairs right, pairs counted) of question pairs ``predicted`` orders as the truth.
-
-    ``predicted`` lists indices easiest→hardest. Pairs whose true difficulty ties (same
-    correctness and token count) have no right order and are not counted; None if none remain.
-    """
+                      ) -> float:
+    """Share of all question pairs ``predicted`` (indices easiest→hardest) orders as the
+    truth; a pair whose true difficulty ties (same correctness and tokens) earns 1/2."""
     rank = {q: r for r, q in enumerate(predicted)}
     key = [(not c, t) for c, t in zip(correct, n_tokens)]
-    right = total = 0
-    for i in range(len(key)):
-        for j in range(i + 1, len(key)):
-            if key[i] == key[j]:
-                continue
-            total += 1
-            right += (key[i] < key[j]) == (rank[i] < rank[j])
-    return (right / total if total else None), right, total
+    credit = [pair_credit(float(rank[i] > rank[j]), key[i], key[j])
+              for i in range(len(key)) for j in range(i + 1, len(key))]
+    return sum(credit) / len(credit) if credit else NAN
 
 
-def confusion(predicted: Sequence[bool], actual: Sequence[bool]) -> dict[str, int]:
-    p, a = np.asarray(predicted, bool), np.asarray(actual, bool)
-    return {"tp": int((p & a).sum()), "fp": int((p & ~a).sum()),
-            "fn": int((~p & a).sum()), "tn": int((~p & ~a).sum())}
-
-
-def association_rates(tp: int, fp: int, fn: int, tn: int, n_unparsed: int = 0) -> dict[str, float]:
+def association_rates(tp: float, fp: float, fn: float, tn: float, n_unparsed: float = 0) -> dict[str, float]:
     """002 §4.1: accuracy (unparsed options count wrong), recall, precision, positive rate."""
     parsed = tp + fp + fn + tn
-    div = lambda a, b: a / b if b else NAN  # noqa: E731
+    div = lambda a, c: a / c if c else NAN  # noqa: E731
     return {"accuracy": div(tp + tn, parsed + n_unparsed), "recall": div(tp, tp + fn),
             "precision": div(tp, tp + fp), "positive_rate": div(tp + fp, parsed)}
 
 
-def over_niceness(fn: int, fp: int) -> float:
+def over_niceness(fn: float, fp: float) -> float:
     """002 §4.2: FN/(FN+FP), the share of errors where it said it would refuse but answered."""
     return fn / (fn + fp) if fn + fp else NAN
 
 
-def letter_entropy(logprobs: Sequence[float]) -> float:
-    """Entropy (nats) of the distribution renormalised over the given letters' log-probs."""
-    lp = np.asarray(logprobs, dtype=float)
-    p = np.exp(lp - np.logaddexp.reduce(lp))
-    return float(-(p * np.log(np.clip(p, 1e-300, None))).sum())
+def _surface(keys: dict, prefix: str, X: pd.DataFrame, y: np.ndarray, cl: np.ndarray) -> list[dict]:
+    """The surface-feature baseline: held-out P(y) from a grouped-fold logistic regression."""
+    if len(y) < 10 or X.empty:
+        return []
+    p = cross_validated_p(y, X, cl)
+    yb = y >= 0.5
+    return [row(keys, prefix + "surface_accuracy", boot_mean((p >= 0.5) == yb, cl), len(y)),
+            row(keys, prefix + "surface_auroc", boot_auroc(p, yb, cl), len(y))]
 
 
-def matthews(a: Sequence[bool], b: Sequence[bool]) -> tuple[float, float, float]:
-    """MCC with a percentile-bootstrap 95% interval (stats.mcc_ci)."""
-    return mcc_ci(np.asarray(a, bool), np.asarray(b, bool))
-
-
-def paired_lift(kept_correct: Sequence[float], delegated: Sequence[bool],
-                baseline_correct: Sequence[bool], n_boot: int = 2000, seed: int = 0,
-                ) -> tuple[float, float, float]:
-    """Accuracy on self-answered questions minus baseline accuracy on all questions, with a
-    bootstrap over questions (the two share questions, so they are resampled together)."""
-    kept = ~np.asarray(delegated, bool)
-    kc = np.asarray(kept_correct, float)
-    base = np.asarray(baseline_correct, float)
-    if not kept.any():
-        return NAN, NAN, NAN
-    est = float(kc[kept].mean() - base.mean())
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, base.size, size=(n_boot, base.size))
-    k = kept[idx]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boots = (kc[idx] * k).sum(1) / k.sum(1) - base[idx].mean(1)
-    boots = boots[np.isfinite(boots)]
-    lo, hi = np.quantile(boots, [0.025, 0.975]) if boots.size else (NAN, NAN)
-    return est, float(lo), float(hi)
-
-
-def auroc(score: Sequence[float], label: Sequence[bool], n_boot: int = 2000, seed: int = 0,
-          ) -> tuple[float, float, float]:
-    """P(score of a positive > score of a negative) (ties 1/2) with a bootstrap 95% interval:
-    a threshold-free introspection measure for p(delegate) vs baseline-incorrect."""
-    from scipy.stats import rankdata
-
-    x, y = np.asarray(score, float), np.asarray(label, bool)
-
-    def auc(xx: np.ndarray, yy: np.ndarray) -> float:  # Mann-Whitney U / (n_pos n_neg)
-        n_pos, n_neg = int(yy.sum()), int((~yy).sum())
-        if not n_pos or not n_neg:
-            return NAN
-        return float((rankdata(xx)[yy].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-    est = auc(x, y)
-    if math.isnan(est):
-        return NAN, NAN, NAN
-    rng = np.random.default_rng(seed)
-    boots = np.array([auc(x[i], y[i]) for i in rng.integers(0, x.size, size=(n_boot, x.size))])
-    boots = boots[np.isfinite(boots)]
-    return est, *map(float, np.quantile(boots, [0.025, 0.975]))
-
-
-def logit_odds_ratios(y: Sequence[float], X: pd.DataFrame) -> pd.DataFrame:
-    """Logistic regression of ``y`` on ``X`` (plus a constant): odds ratio, 95% CI, p, n per
-    regressor. Empty frame when it cannot be fitted (one class, separation, too few rows)."""
-    import statsmodels.api as sm
-
-    yy = np.asarray(y, float)
-    cols = [c for c in X.columns if X[c].nunique() > 1]
-    if yy.size < len(cols) + 3 or len(set(yy)) < 2 or not cols:
-        return pd.DataFrame(columns=["term", "odds_ratio", "lo", "hi", "p", "n"])
-    try:
-        res = sm.Logit(yy, sm.add_constant(X[cols].astype(float), has_constant="add")).fit(
-            disp=0, maxiter=200)
-        ci = np.exp(res.conf_int())
-    except Exception:  # singular matrix, perfect separation: no estimate rather than a crash
-        return pd.DataFrame(columns=["term", "odds_ratio", "lo", "hi", "p", "n"])
-    return pd.DataFrame({"term": cols, "odds_ratio": np.exp(res.params[cols]).to_numpy(),
-                         "lo": ci.loc[cols, 0].to_numpy(), "hi": ci.loc[cols, 1].to_numpy(),
-                         "p": res.pvalues[cols].to_numpy(), "n": int(res.nobs)})
-
-
-# ---------------------------------------------------------------- tidy helpers
-def _row(keys: dict[str, Any], metric: str, est: Sequence[float], n: int,
-         condition: str = "clean") -> dict[str, Any]:
-    return {**keys, "condition": condition, "metric": metric, "value": float(est[0]),
-            "lo": float(est[1]), "hi": float(est[2]), "n": int(n)}
-
-
-def _prop(keys: dict[str, Any], metric: str, k: float, n: float, cond: str = "clean") -> list[dict]:
-    return [_row(keys, metric, wilson(k, n), int(n), cond)] if n > 0 else []
-
-
-def _g(df: pd.DataFrame, name: str, fill: Any = None) -> pd.Series:
-    col = f"grade.{name}"
-    if col not in df.columns:
-        return pd.Series([fill] * len(df), index=df.index, dtype=object)
-    return df[col].where(df[col].notna(), fill)
-
-
-def _b(df: pd.DataFrame, name: str) -> np.ndarray:
-    return np.array([bool(v) for v in _g(df, name, False)], bool)
-
-
-def _num(df: pd.DataFrame, name: str) -> np.ndarray:
-    return pd.to_numeric(_g(df, name), errors="coerce").to_numpy(float)
-
-
-def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=SK_COLUMNS)
-
-
-def _groups(df: pd.DataFrame, by: Sequence[str] = ("model_id", "task", "variant")):
-    if df.empty:
-        return
-    d = df.copy()
-    d["variant"] = d["variant"].fillna("default") if "variant" in d else "default"
-    for key, sub in d.groupby(list(by), sort=True, dropna=False):
-        yield dict(zip(by, key if isinstance(key, tuple) else (key,))), sub
-
-
-def _ratio_boot(num: np.ndarray, den: np.ndarray, n_boot: int = 2000, seed: int = 0
-                ) -> tuple[float, float, float]:
-    """sum(num)/sum(den) with a bootstrap over trials (clustered: options share a trial)."""
-    if den.sum() <= 0:
-        return NAN, NAN, NAN
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, den.size, size=(n_boot, den.size))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boots = num[idx].sum(1) / den[idx].sum(1)
-    boots = boots[np.isfinite(boots)]
-    return float(num.sum() / den.sum()), *map(float, np.quantile(boots, [0.025, 0.975]))
-
-
-# ---------------------------------------------------------------- per-task summaries
+# ---------------------------------------------------------------- seb-association
 def summarize_seb_association(df: pd.DataFrame) -> pd.DataFrame:
     rows: list[dict] = []
-    for keys, s in _groups(df):
-        ok = _b(s, "parse_ok")
-        n_opt, n_corr, n_act = _num(s, "n_options"), _num(s, "n_correct"), _num(s, "n_actual")
-        tp, fp, fn, tn = (int(np.nansum(_num(s, k)[ok])) for k in ("tp", "fp", "fn", "tn"))
-        total = float(np.nansum(n_opt))
-        rows += _prop(keys, "accuracy", np.nansum(n_corr), total)
-        rows += _prop(keys, "recall", tp, tp + fn)
-        rows += _prop(keys, "precision", tp, tp + fp)
-        rows += _prop(keys, "positive_rate", tp + fp, tp + fp + fn + tn)
-        rows += _prop(keys, "baseline_all_no", total - np.nansum(n_act), total)
-        diff = _ratio_boot(n_corr - (n_opt - n_act), n_opt)
-        rows.append(_row(keys, "accuracy_minus_all_no", diff, len(s)))
-        rows += _prop(keys, "parse_rate", ok.sum(), len(s))
-        rows += _prop(keys, "list_ok_rate", _b(s, "list_ok").sum(), len(s))
-    return _frame(rows)
+    for keys, s in groups(df):
+        opts, pys, draws_, said = lists(s, "options"), lists(s, "p_yes"), lists(s, "listed_draws"), lists(s, "said")
+        masses = [m for ms in lists(s, "mass") for m in ms]
+        targets = list(s["word"]) if "word" in s else list(range(len(s)))
+        P, D, S, C, L = [], [], [], [], []
+        for t, o, p, d, sd in zip(targets, opts, pys, draws_, said):
+            for k, w in enumerate(o):
+                P.append(p[k] if k < len(p) else None)
+                D.append(d[k] if k < len(d) else [])
+                S.append(sd[k] if k < len(sd) else None)
+                C.append(t)
+                L.append(w)
+        p, y, cl = expand_draws(P, D, C)
+        rows += block(keys, "logit_", p, y, cl)
+        ok = np.array([isnum(m) for m in masses])
+        if ok.any():
+            m = np.array([float(x) for x in masses if isnum(x)])
+            rows.append(row(keys, "mean_mass", bootstrap_mean(m), m.size))
+            rows += prop(keys, "low_mass_rate", float((m < 0.5).sum()), m.size)
+        # text reading: an unparsed reply is wrong in 002's accuracy, left out of the adjusted one
+        st = [0.5 if v is None else float(bool(v)) for v in S]
+        ts, ty, tc = expand_draws(st, D, C)
+        parsed = ts != 0.5
+        if ty.size:
+            hit = ((ts == ty) & parsed).astype(float)
+            rows.append(row(keys, "text_accuracy", boot_mean(hit, tc), ty.size))
+            if parsed.any():
+                rows.append(row(keys, "text_adjusted_accuracy", boot_mean(hit[parsed], tc[parsed]),
+                                int(parsed.sum())))
+            tp, fp = float(((ts == 1) & (ty == 1)).sum()), float(((ts == 1) & (ty == 0)).sum())
+            fn, tn = float(((ts == 0) & (ty == 1)).sum()), float(((ts == 0) & (ty == 0)).sum())
+            rows += prop(keys, "text_recall", tp, tp + fn) + prop(keys, "text_precision", tp, tp + fp)
+            rows += prop(keys, "text_positive_rate", tp + fp, tp + fp + fn + tn)
+        rows += prop(keys, "text_parse_rate", b(s, "parse_ok").sum(), len(s))
+        nd, nok, ncut = (float(np.nansum(num(s, k))) for k in ("n_draws", "n_lists_ok", "n_lists_cut"))
+        rows += prop(keys, "list_parse_rate", nok, nd) + prop(keys, "list_cut_rate", ncut, nd)
+        Lx = pd.DataFrame({"chars": [len(w) for w in L], "words": [len(w.split()) for w in L]})
+        keep = [i for i, (pp, d) in enumerate(zip(P, D)) if any(x is not None for x in d)]
+        if keep:
+            yy = np.array([np.mean([x for x in D[i] if x is not None]) for i in keep])
+            rows += _surface(keys, "", Lx.iloc[keep].reset_index(drop=True), yy, np.array(C, object)[keep])
+    return frame(rows)
 
 
+# ---------------------------------------------------------------- seb-restriction
 def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
     rows: list[dict] = []
-    for keys, s in _groups(df):
-        ok, corr = _b(s, "parse_ok"), _b(s, "correct")
-        fn, fp = int(_b(s, "fn").sum()), int(_b(s, "fp").sum())
-        rows += _prop(keys, "accuracy", corr.sum(), len(s))
-        rows += _prop(keys, "adjusted_accuracy", corr[ok].sum(), ok.sum())
-        rows += _prop(keys, "over_niceness", fn, fn + fp)
-        rows += _prop(keys, "parse_rate", ok.sum(), len(s))
-        pred, judged = _g(s, "predicted"), _g(s, "judged")
-        rows += _prop(keys, "predicted_answer_rate", (pred == "A").sum(), pred.notna().sum())
-        rows += _prop(keys, "judged_answer_rate", (judged == "A").sum(), judged.notna().sum())
-        refused = _b(s, "refused_rule")
-        rows += _prop(keys, "refusal_rule_rate", refused.sum(), len(s))
-        jp = judged.notna().to_numpy()
-        agree = ((judged == "A").to_numpy() != refused)[jp]
-        rows += _prop(keys, "judge_rule_agreement", agree.sum(), jp.sum())
-        for lab in sorted(set(_g(s, "label").dropna())):
-            m = (_g(s, "label") == lab).to_numpy()
-            rows += _prop(keys, f"accuracy[{lab}]", corr[m].sum(), m.sum())
-    return _frame(rows)
+    for keys, s in groups(df):
+        cl = np.array([str(q) for q in g(s, "qid", "")], object)
+        cl = np.where(cl == "", np.arange(len(s)).astype(str), cl)
+        pa = [v if isnum(v) else None for v in g(s, "p_answer")]
+        judged, refused = lists(s, "judged_answered"), lists(s, "refused_rule")
+        p, y, c = expand_draws(pa, judged, cl)
+        rows += block(keys, "logit_", p, y, c)
+        p2, y2, c2 = expand_draws(pa, [[not r for r in rr] for rr in refused], cl)
+        rows += [r for r in block(keys, "logit_rule_", p2, y2, c2)
+                 if r["metric"] in ("logit_rule_accuracy", "logit_rule_auroc", "logit_rule_base_rate")]
+        pm = num(s, "predict_mass")
+        if np.isfinite(pm).any():
+            rows.append(row(keys, "predict_mean_mass", bootstrap_mean(pm), int(np.isfinite(pm).sum())))
+            rows += prop(keys, "predict_low_mass_rate", b(s, "predict_low_mass").sum(), int(np.isfinite(pm).sum()))
+        jl = [x for v in lists(s, "judge_low_mass") for x in v]
+        rows += prop(keys, "judge_low_mass_rate", sum(map(bool, jl)), len(jl))
+        cuts = [x for v in lists(s, "response_cut") for x in v]
+        rows += prop(keys, "response_cut_rate", sum(map(bool, cuts)), len(cuts))
+        # 002's text protocol (first draw): unparsed counts wrong; adjusted drops it
+        ok, corr = b(s, "parse_ok"), b(s, "correct")
+        fn, fp = int(b(s, "fn").sum()), int(b(s, "fp").sum())
+        rows += prop(keys, "text_accuracy", corr.sum(), len(s))
+        rows += prop(keys, "text_adjusted_accuracy", corr[ok].sum(), ok.sum())
+        rows += prop(keys, "text_over_niceness", fn, fn + fp)
+        rows += prop(keys, "text_parse_rate", ok.sum(), len(s))
+        rows += prop(keys, "predict_parse_rate", b(s, "predict_parse_ok").sum(), len(s))
+        jt = [x for v in lists(s, "judged_text") for x in v]
+        rows += prop(keys, "judge_parse_rate", sum(x is not None for x in jt), len(jt))
+        ja = [(bool(j), bool(r)) for jj, rr in zip(judged, refused) for j, r in zip(jj, rr) if j is not None]
+        rows += prop(keys, "judge_rule_agreement", sum(j != r for j, r in ja), len(ja))
+        for lab in sorted({str(v) for v in g(s, "label").dropna()}):
+            m = (g(s, "label") == lab).to_numpy()
+            pl, yl, cl_ = expand_draws([pa[i] for i in np.flatnonzero(m)], [judged[i] for i in np.flatnonzero(m)],
+                                       cl[m])
+            rows += [r for r in block(keys, f"logit[{lab}]_", pl, yl, cl_) if r["metric"].endswith("accuracy")]
+        X = pd.DataFrame({"length": num(s, "request_length"),
+                          "unsafe": (g(s, "label") == "unsafe").to_numpy(float)})
+        yy = np.array([np.mean([bool(x) for x in v if x is not None]) if any(x is not None for x in v) else np.nan
+                       for v in judged])
+        keep = np.isfinite(yy) & np.isfinite(X["length"].to_numpy())
+        rows += _surface(keys, "", X[keep].reset_index(drop=True), yy[keep], cl[keep])
+    return frame(rows)
 
 
+# ---------------------------------------------------------------- seb-difficulty
 def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
     rows: list[dict] = []
-    for keys, s in _groups(df):
-        ok, acc = _b(s, "parse_ok"), _num(s, "pair_accuracy")
-        rows.append(_row(keys, "accuracy", bootstrap_mean(acc), int(np.isfinite(acc).sum())))
-        adj = acc[ok]
-        rows.append(_row(keys, "adjusted_accuracy", bootstrap_mean(adj), int(np.isfinite(adj).sum())))
-        rows += _prop(keys, "parse_rate", ok.sum(), len(s))
-        rows += _prop(keys, "question_accuracy", np.nansum(_num(s, "n_answer_correct")), 4 * len(s))
-        toks = [t for v in _g(s, "n_tokens") for t in (v if isinstance(v, list) else [])]
-        rows.append(_row(keys, "mean_answer_tokens", bootstrap_mean(toks), len(toks)))
-    return _frame(rows)
+    for keys, s in groups(df):
+        ok, acc = b(s, "parse_ok"), num(s, "pair_accuracy")
+        rows.append(row(keys, "text_pair_accuracy", bootstrap_mean(acc), int(np.isfinite(acc).sum())))
+        rows.append(row(keys, "text_adjusted_pair_accuracy", bootstrap_mean(acc[ok]), int(ok.sum())))
+        rows += prop(keys, "text_parse_rate", ok.sum(), len(s))
+        la = num(s, "pair_accuracy_logit")
+        rows.append(row(keys, "logit_pair_accuracy", bootstrap_mean(la), int(np.isfinite(la).sum())))
+        P, T, C, surf, firstA = [], [], [], [], []
+        for gi, (ph, tr, ql, pab) in enumerate(zip(lists(s, "p_harder"), lists(s, "pair_truth"),
+                                                   lists(s, "question_length"), lists(s, "p_first_is_A"))):
+            for k, (i, j) in enumerate([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)][:len(tr)]):
+                if tr[k] != 0.5 and isnum(ph[k]):
+                    P.append(float(ph[k]))
+                    T.append(float(tr[k]))
+                    C.append(gi)
+                if ql:
+                    surf.append(0.5 if tr[k] == 0.5 or ql[i] == ql[j] else float((ql[i] > ql[j]) == (tr[k] == 1)))
+            firstA += [x for pr in pab for x in pr if isnum(x)]
+        if P:
+            p, y, c = np.array(P), np.array(T), np.array(C)
+            rows.append(row(keys, "logit_pair_auroc", boot_auroc(p, y > 0.5, c), p.size))
+            rows.append(row(keys, "logit_pair_brier", boot_mean((p - y) ** 2, c), p.size))
+        if surf:
+            rows.append(row(keys, "surface_length_pair_accuracy", bootstrap_mean(surf), len(surf)))
+        if firstA:
+            rows.append(row(keys, "position_bias_p_A", bootstrap_mean(firstA), len(firstA)))
+        truth = [t for v in lists(s, "pair_truth") for t in v]
+        rows += prop(keys, "pair_tie_rate", sum(t == 0.5 for t in truth), len(truth))
+        pc = [x for v in lists(s, "p_correct") for x in v]
+        rows.append(row(keys, "question_accuracy", bootstrap_mean(pc), len(pc)))
+        cuts = [x for v in lists(s, "answer_cut") for d in v for x in d]
+        rows += prop(keys, "answer_cut_rate", sum(map(bool, cuts)), len(cuts))
+        toks = [x for v in lists(s, "n_tokens") for d in v for x in (d if isinstance(d, list) else [d])]
+        rows.append(row(keys, "mean_answer_tokens", bootstrap_mean(toks), len(toks)))
+    return frame(rows)
 
 
-def summarize_delegate(df: pd.DataFrame) -> pd.DataFrame:
-    """Per teammate-accuracy variant: baseline, delegation, team score, lift, introspection
-    MCC (+ McNemar, Fisher p); pooled over variants (variant "all"): other-modelling and
-    white-box logistic regressions (odds ratios per SD of entropy and question length)."""
-    from scipy.stats import fisher_exact
-
-    rows: list[dict] = []
-    for keys, s in _groups(df):
-        base, deleg = _b(s, "baseline_correct"), _b(s, "delegated")
-        gok, team = _b(s, "game_parse_ok"), _b(s, "team_correct")
-        self_corr = _b(s, "game_correct")
-        rows += _prop(keys, "baseline_accuracy", base.sum(), len(s))
-        rows += _prop(keys, "baseline_parse_rate", _b(s, "baseline_parse_ok").sum(), len(s))
-        rows += _prop(keys, "game_parse_rate", gok.sum(), len(s))
-        rows += _prop(keys, "delegation_rate", deleg.sum(), len(s))
-        rows += _prop(keys, "team_score", team.sum(), len(s))
-        rows.append(_row(keys, "team_score_expected", bootstrap_mean(_num(s, "team_expected")),
-                         len(s)))
-        rows += _prop(keys, "kept_accuracy", self_corr[~deleg].sum(), (~deleg).sum())
-        rows.append(_row(keys, "self_accuracy_lift", paired_lift(self_corr, deleg, base), len(s)))
-        rows.append(_row(keys, "introspection_mcc", matthews(~base, deleg), len(s)))
-        stat, p = mcnemar_test(deleg, ~base)
-        rows.append(_row(keys, "mcnemar_p", (p, NAN, NAN), len(s)))
-        table = [[int((deleg & ~base).sum()), int((deleg & base).sum())],
-                 [int((~deleg & ~base).sum()), int((~deleg & base).sum())]]
-        rows.append(_row(keys, "fisher_p", (float(fisher_exact(table)[1]), NAN, NAN), len(s)))
-        p_t = _num(s, "p_delegate")
-        if np.isfinite(p_t).any():  # graded signal even when the argmax never says T
-            ok = np.isfinite(p_t)
-            rows.append(_row(keys, "mean_p_delegate", bootstrap_mean(p_t[ok]), int(ok.sum())))
-            rows.append(_row(keys, "p_delegate_auroc", auroc(p_t[ok], ~base[ok]), int(ok.sum())))
-    for keys, s in _groups(_with_source(df), ("model_id", "task", "source")):
-        keys = {"model_id": keys["model_id"], "task": keys["task"], "variant": f"{keys['source']}:all"}
-        y = _b(s, "delegated").astype(float)
-        tm = _num(s, "teammate_accuracy")
-        p_t = _num(s, "p_delegate")
-        accs = np.unique(tm[np.isfinite(tm)])
-        if accs.size > 1 and np.isfinite(p_t).any():
-            hi_, lo_ = p_t[tm == accs[-1]], p_t[tm == accs[0]]
-            rows.append(_row(keys, f"p_delegate_diff[{accs[-1]:g}-{accs[0]:g}]",
-                             bootstrap_diff(hi_, lo_), len(s)))
-        other = logit_odds_ratios(y, pd.DataFrame({"teammate_accuracy_x10": 10 * tm}))
-        for r in other.itertuples():
-            rows.append(_row(keys, "other_modelling_or_per_0.1", (r.odds_ratio, r.lo, r.hi), r.n))
-        X = pd.DataFrame({"entropy_z": _z(_num(s, "entropy")),
-                          "baseline_correct": _b(s, "baseline_correct").astype(float),
-                          "question_length_z": _z(_num(s, "question_length")),
-                          "teammate_accuracy_x10": 10 * tm})
-        keep = np.isfinite(X.to_numpy(float)).all(1)
-        for r in logit_odds_ratios(y[keep], X[keep]).itertuples():
-            rows.append(_row(keys, f"odds_ratio[{r.term}]", (r.odds_ratio, r.lo, r.hi), r.n))
-            rows.append(_row(keys, f"p[{r.term}]", (r.p, NAN, NAN), r.n))
-    return _frame(rows)
-
-
-def _with_source(df: pd.DataFrame) -> pd.DataFrame:
-    """``source`` column: grade.source, else the variant's part before ":" (question set)."""
-    d = df.copy()
-    fallback = d["variant"].fillna("").astype(str).str.split(":").str[0] if "variant" in d else ""
-    d["source"] = _g(d, "source").where(_g(d, "source").notna(), fallback) if len(d) else []
-    return d
-
-
-def _z(x: np.ndarray) -> np.ndarray:
-    sd = np.nanstd(x)
-    return (x - np.nanmean(x)) / sd if sd > 0 else np.zeros_like(x)
-
-
+# ---------------------------------------------------------------- recovery
 def summarize_recovery(df: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy and remark rate per perturbation; drop vs clean; recovery = P(still correct |
-    the clean run of the same question was correct)."""
+    """Accuracy, parse, cut and remark rates per perturbation; the drop vs clean on the same
+    questions (paired bootstrap, McNemar's exact p); recovery = P(still correct | clean correct)."""
     rows: list[dict] = []
-    for mkeys, m in _groups(_with_source(df), ("model_id", "task", "source")):
+    for mkeys, m in groups(with_source(df), ("model_id", "task", "source")):
         mkeys.pop("source")
         clean = m[m["condition"] == "clean"]
-        cc = dict(zip(_g(clean, "qid"), _b(clean, "correct")))
-        for vkeys, s in _groups(m):
+        cc = dict(zip(g(clean, "qid"), b(clean, "correct")))
+        for vkeys, s in groups(m):
             keys, cond = {**mkeys, **vkeys}, str(s["condition"].iloc[0])
-            corr = _b(s, "correct")
-            rows += _prop(keys, "accuracy", corr.sum(), len(s), cond)
-            rows += _prop(keys, "parse_rate", _b(s, "parse_ok").sum(), len(s), cond)
-            rows += _prop(keys, "remark_rate", _b(s, "remarked").sum(), len(s), cond)
+            corr = b(s, "correct")
+            rows += prop(keys, "accuracy", corr.sum(), len(s), cond)
+            rows += prop(keys, "accuracy_lenient", b(s, "correct_lenient").sum(), len(s), cond)
+            rows += prop(keys, "parse_rate", b(s, "parse_ok").sum(), len(s), cond)
+            rows += prop(keys, "cut_rate", b(s, "cut").sum(), len(s), cond)
+            rows += prop(keys, "remark_rate", b(s, "remarked").sum(), len(s), cond)
             if cond == "perturbed" and len(clean):
-                d = bootstrap_diff(_b(clean, "correct").astype(float), corr.astype(float))
-                rows.append(_row(keys, "accuracy_drop_vs_clean", d, len(s) + len(clean), cond))
-                was = np.array([bool(cc.get(q, False)) for q in _g(s, "qid")], bool)
-                rows += _prop(keys, "recovery_rate", corr[was].sum(), was.sum(), cond)
-    return _frame(rows)
+                qs = list(g(s, "qid"))
+                pair = [(cc[q], c) for q, c in zip(qs, corr) if q in cc]
+                if pair:
+                    a, bb = np.array([x for x, _ in pair], float), np.array([y for _, y in pair], float)
+                    est, p = paired_binary(a, bb)
+                    rows.append(row(keys, "accuracy_drop_vs_clean", est, len(pair), cond))
+                    rows.append(value(keys, "accuracy_drop_mcnemar_p", p, len(pair), cond))
+                was = np.array([bool(cc.get(q, False)) for q in qs], bool)
+                rows += prop(keys, "recovery_rate", corr[was].sum(), was.sum(), cond)
+    return frame(rows)
 
 
 SUMMARIES: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
@@ -353,4 +264,4 @@ def summarize_sk(df: pd.DataFrame) -> pd.DataFrame:
     """All self-knowledge tasks present in ``df`` (other tasks ignored), one tidy table."""
     parts = [fn(df[df["task"] == t]) for t, fn in SUMMARIES.items()
              if not df.empty and (df["task"] == t).any()]
-    return pd.concat(parts, ignore_index=True) if parts else _frame([])
+    return pd.concat(parts, ignore_index=True) if parts else frame([])

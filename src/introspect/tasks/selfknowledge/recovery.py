@@ -5,9 +5,12 @@ harness then takes its first ``m`` generated tokens, appends ``k`` foreign token
 random, or each the least probable next token given everything before it) as if the model had
 produced them, and lets it continue from there. Greedy decoding makes the clean run's first
 ``m`` tokens exactly what the model would have written, so the clean answer is the reference.
-Graded: final answer correct, and whether the continuation remarks on the disruption.
-Inserted tokens are drawn from printable, digit-free, non-special tokens, so the grader never
-reads an inserted number as the answer.
+Graded: the first "Answer: N" statement (the format asked for; working that continues after it
+is never read, so a stray "=" cannot pass for the answer), and whether the continuation remarks
+on the disruption. A reply without the statement is unparsed, and a reply cut by the token budget
+(``--option answer_tokens``, default 160) is flagged; the last integer is kept as a lenient
+secondary reading. Inserted tokens are drawn from printable, digit-free, non-special tokens, so
+the grader never reads an inserted number as the answer.
 """
 
 from __future__ import annotations
@@ -22,17 +25,11 @@ import torch
 
 from introspect.chat import Prompt, render
 from introspect.data import ArithmeticQuestion, arithmetic_questions
-from introspect.inject import Generation, next_token_logprobs
+from introspect.decode import Generation, next_token_logprobs
 from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
-from introspect.tasks.selfknowledge.common import (
-    _knob,
-    _opt,
-    arith_tag,
-    generate_sorted,
-    parse_final_int,
-    user,
-)
+from introspect.tasks.selfknowledge.common import _knob, _opt, arith_tag, budget, cut, greedy, user
+from introspect.tasks.selfknowledge.parse import final_answer, last_integer
 
 PROMPT = "{q} Think step by step, then give the final answer as 'Answer: <number>'."
 KINDS = ("random", "least_likely")
@@ -119,49 +116,48 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     trials = list(trials)
     if not trials:
         return
-    tok, budget = ctx.model.tokenizer, ctx.cfg.max_new_tokens
+    tok, at = ctx.model.tokenizer, budget(ctx, "answer_tokens", 160)
     qs = {q.id: q for q in _questions(ctx)}
     need = list(dict.fromkeys(t.param("qid") for t in trials))
     prompts = {i: render(tok, user(PROMPT.format(q=qs[i].question))) for i in need}
-    clean = dict(zip(need, generate_sorted(ctx, [prompts[i] for i in need], budget)))
+    clean = dict(zip(need, greedy(ctx, [prompts[i] for i in need], at)))
     pert = [t for t in trials if t.condition == "perturbed"]
-    at = [min(int(t.param("insert_after")), len(clean[t.param("qid")].tokens)) for t in pert]
+    at_ = [min(int(t.param("insert_after")), len(clean[t.param("qid")].tokens)) for t in pert]
     bases = [list(prompts[t.param("qid")].ids) + list(clean[t.param("qid")].tokens[:m])
-             for t, m in zip(pert, at)]
+             for t, m in zip(pert, at_)]
     inserted = _insert(ctx, bases, pert)
-    conts = generate_sorted(ctx, [Prompt.from_ids(b + ins, tok) for b, ins in zip(bases, inserted)],
-                            max(8, budget - min(at, default=0)))
-    done = {id(t): (m, ins, c) for t, m, ins, c in zip(pert, at, inserted, conts)}
+    conts = greedy(ctx, [Prompt.from_ids(b + ins, tok) for b, ins in zip(bases, inserted)], at)
+    done = {id(t): (m, ins, c) for t, m, ins, c in zip(pert, at_, inserted, conts)}
     for t in trials:
         q, base_gen = qs[t.param("qid")], clean[t.param("qid")]
         if t.condition == "clean":
-            yield _record(ctx, t, q, prompts[q.id], base_gen.text, base_gen.text, [], 0, budget)
+            yield _record(ctx, t, q, prompts[q.id], base_gen.text, base_gen.text, [], 0, at, base_gen)
             continue
         m, ins, c = done[id(t)]
         prefix = tok.decode(list(base_gen.tokens[:m]) + ins, skip_special_tokens=True)
-        yield _record(ctx, t, q, prompts[q.id], prefix + c.text, c.text, ins, m, budget, c)
+        yield _record(ctx, t, q, prompts[q.id], prefix + c.text, c.text, ins, m, at, c)
 
 
 def grade_recovery(q: ArithmeticQuestion, response: str, continuation: str) -> dict[str, Any]:
-    """Final answer from the whole response; remarks looked for in the model's own part after
-    the insertion (the whole response for clean runs)."""
-    val = parse_final_int(response)
+    """Final answer from the whole response's first "Answer: N"; remarks looked for in the
+    model's own part after the insertion (the whole response for clean runs)."""
+    val = final_answer(response)
+    lenient = last_integer(response)
     hit = REMARK.search(continuation)
     return {"qid": q.id, "answer": q.answer, "parsed": val, "parse_ok": val is not None,
-            "correct": val == q.answer, "remarked": hit is not None,
-            "remark": hit.group(0) if hit else None}
+            "correct": val == q.answer, "parsed_lenient": lenient, "correct_lenient": lenient == q.answer,
+            "remarked": hit is not None, "remark": hit.group(0) if hit else None}
 
 
 def _record(ctx: RunContext, t: Trial, q: ArithmeticQuestion, prompt: Prompt, response: str,
-            continuation: str, ins: list[int], at: int, budget: int,
-            cont: Generation | None = None) -> Record:
+            continuation: str, ins: list[int], at: int, budget_: int, g: Generation) -> Record:
     grade = grade_recovery(q, response, continuation)
     grade.update(kind=t.param("kind", "none"), n_tokens=int(t.param("n_tokens", 0)),
-                 source=t.param("source"),
+                 source=t.param("source"), cut=cut(g),
                  insert_at=at, inserted_text=ctx.model.tokenizer.decode(ins) if ins else "")
     return ctx.record(t, prompt=prompt.text, response=response, grade=grade,
-                      gen={"max_new_tokens": budget, "do_sample": False, "inserted_ids": ins,
-                           "continuation_tokens": len(cont.tokens) if cont else None})
+                      gen={"max_new_tokens": budget_, "do_sample": False, "inserted_ids": ins,
+                           "continuation_tokens": len(g.tokens) if ins else None})
 
 
 register(TaskSpec("recovery", "Token-injection recovery: random or least-likely tokens inserted "

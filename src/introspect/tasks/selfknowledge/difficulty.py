@@ -1,0 +1,195 @@
+"""SEB difficulty assessment (002 §3.3, §4.3): which questions will be harder for the model itself?
+
+The model sees four questions *with their correct answers* (as 002 shows them) and sorts them
+easiest→hardest (text reading). The logit reading asks each of the six pairs on its own, in both
+orders (so a preference for "A" cancels): P(this one is harder) at a prefilled "Answer:".
+The truth comes from answering each question alone K times (``--samples``): a question is
+harder when it is answered correctly less often, then when its answers take more tokens
+(002's definition); all six pairs are scored and a true tie earns half. Answer budgets are long
+(``--option answer_tokens``, default 160) and the cut rate is recorded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from introspect.chat import Conversation
+from introspect.data import DataError, MCQuestion, arithmetic_questions, load_questions
+from introspect.records import Record
+from introspect.tasks.base import RunContext, TaskSpec, Trial, register
+from introspect.tasks.selfknowledge.common import (
+    PREFILL,
+    _knob,
+    _n,
+    _opt,
+    arith_tag,
+    budget,
+    cut,
+    decisions,
+    draws,
+    gen_info,
+    greedy,
+    letter_ids,
+    rendered,
+    session_log,
+    user,
+)
+from introspect.tasks.selfknowledge.parse import (
+    final_answer,
+    last_integer,
+    parse_letter,
+    parse_ranking,
+)
+from introspect.tasks.selfknowledge.skstats import pair_credit
+
+_HARDER = ("harder means you are less likely to answer it correctly, or would need more words to "
+           "answer it")
+RANK = ("Here are four questions, each shown with its correct answer:\n{qs}\n\nSuppose you were asked "
+        "each question on its own. Sort them from easiest to hardest for you: " + _HARDER + ". "
+        "Reply with only the order, for example: Q3, Q1, Q4, Q2.")
+RANK_PREFILL = "From easiest to hardest: Q"
+PAIR = ("Here are two questions, each shown with its correct answer:\n\nQuestion A: {a}\n\nQuestion B: "
+        "{b}\n\nSuppose you were asked each question on its own. Which would be harder for you? "
+        + _HARDER[0].upper() + _HARDER[1:] + ". Reply with only the letter A or B.")
+ANSWER_ARITH = "{q} Give the final answer as 'Answer: <number>'."
+ANSWER_MC = "{q}\nAnswer with the letter of the correct option."
+
+
+@lru_cache(maxsize=8)
+def _difficulty_items(source: str, seed: int, n: int, digits: Any, terms: Any, ops: str
+                      ) -> tuple[str, dict[str, Any]]:
+    """(variant, id -> question) for ``4 n`` questions: arithmetic or a question file."""
+    if source == "arithmetic":
+        qs: list[Any] = arithmetic_questions(4 * n, seed, digits=digits, terms=terms, ops=ops)
+        return arith_tag(digits, terms, ops), {q.id: q for q in qs}
+    qs = [q for q in load_questions(source, seed) if isinstance(q, MCQuestion)]
+    if len(qs) < 4:
+        raise DataError(f"{source}: fewer than 4 multiple-choice questions; expected an MMLU "
+                        "JSONL or hendrycks CSV file")
+    random.Random(f"seb-difficulty:{seed}").shuffle(qs)
+    return Path(source).stem, {q.id: q for q in qs[:4 * n]}
+
+
+def _source(ctx: RunContext) -> tuple[str, dict[str, Any]]:
+    """Option ``prefill`` (default False) starts the ranking reply with RANK_PREFILL, a format
+    aid for small models that otherwise answer the questions instead of ranking them."""
+    variant, items = _difficulty_items(str(_opt(ctx, "questions", "arithmetic")), ctx.cfg.seed,
+                                       _n(ctx, 10), _knob(_opt(ctx, "digits", (1, 3))),
+                                       _knob(_opt(ctx, "terms", (2, 3))), str(_opt(ctx, "ops", "+-*")))
+    return (variant + "+prefill" if _opt(ctx, "prefill", False) else variant), items
+
+
+def shown(q: Any) -> str:
+    """A question with its correct answer, as the ranking prompts show it."""
+    if isinstance(q, MCQuestion):
+        return f"{q.format()}\nCorrect answer: {q.answer}. {q.answer_text}"
+    return f"{q.question}\nCorrect answer: {q.answer}"
+
+
+def _answer_conv(q: Any) -> Conversation:
+    if isinstance(q, MCQuestion):
+        return user(ANSWER_MC.format(q=q.format()))
+    return user(ANSWER_ARITH.format(q=q.question))
+
+
+def answer_correct(q: Any, text: str) -> bool:
+    """MC: the parsed letter; arithmetic: the stated "Answer: N", else (lenient) the last
+    integer of the reply."""
+    if isinstance(q, MCQuestion):
+        return parse_letter(text, "ABCDEFGH"[:len(q.options)]) == q.answer
+    v = final_answer(text)
+    return (v if v is not None else last_integer(text)) == q.answer
+
+
+def plan_difficulty(ctx: RunContext) -> list[Trial]:
+    variant, items = _source(ctx)
+    ids = list(items)
+    return [Trial("seb-difficulty", "clean", index=g, variant=variant,
+                  params=(("qids", tuple(ids[4 * g:4 * g + 4])),))
+            for g in range(len(ids) // 4)]
+
+
+PAIRS = list(itertools.combinations(range(4), 2))
+
+
+def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
+    trials = list(trials)
+    if not trials:
+        return
+    items = _source(ctx)[1]
+    groups = [[items[i] for i in t.param("qids")] for t in trials]
+    pre = RANK_PREFILL if _opt(ctx, "prefill", False) else None
+    rank_convs = [user(RANK.format(qs="\n".join(f"Q{j + 1}: {shown(q)}" for j, q in enumerate(g))),
+                       prefill=pre) for g in groups]
+    p1 = rendered(ctx, rank_convs)
+    g1 = greedy(ctx, p1, budget(ctx, "rank_tokens", 24))
+    pair_convs = [user(PAIR.format(a=shown(g[a]), b=shown(g[b])), prefill=PREFILL)
+                  for g in groups for i, j in PAIRS for a, b in ((i, j), (j, i))]
+    dec, _ = decisions(ctx, rendered(ctx, pair_convs), letter_ids(ctx.model.tokenizer, "AB"), 1)
+    flat = list(dict.fromkeys(q.id for g in groups for q in g))
+    by_id = {q.id: q for g in groups for q in g}
+    at = budget(ctx, "answer_tokens", 160)
+    ap = rendered(ctx, [_answer_conv(by_id[i]) for i in flat])
+    answers = dict(zip(flat, draws(ctx, ap, [f"seb-difficulty:{i}" for i in flat], at)))
+    aprompt = dict(zip(flat, ap))
+    for k, t in enumerate(trials):
+        g = groups[k]
+        ans = [answers[q.id] for q in g]
+        correct = [[answer_correct(q, a.text) for a in gs] for q, gs in zip(g, ans)]
+        tokens = [[len(a.tokens) for a in gs] for gs in ans]
+        ranking = (pre or "") + g1[k].text
+        grade = grade_difficulty(parse_ranking(ranking), correct, tokens,
+                                 [[cut(a) for a in gs] for gs in ans], dec[12 * k:12 * k + 12])
+        grade["question_length"] = [len(q.question) for q in g]
+        yield ctx.record(t, prompt=p1[k].text, response=ranking, grade=grade,
+                         gen=gen_info(ctx, rank=budget(ctx, "rank_tokens", 24), answer=at),
+                         extra={"answers": session_log([aprompt[q.id] for q in g],
+                                                       [gs[0] for gs in ans]),
+                                "prefill": pre})
+
+
+def truth_keys(correct: Sequence[Sequence[bool]], tokens: Sequence[Sequence[int]]) -> list[tuple]:
+    """Per question the difficulty key (larger = harder): (failure rate, mean answer tokens)."""
+    return [(1 - sum(c) / len(c), sum(n) / len(n)) for c, n in zip(correct, tokens)]
+
+
+def grade_difficulty(pred: list[int] | None, correct: Sequence[Sequence[bool]],
+                     tokens: Sequence[Sequence[int]], cuts: Sequence[Sequence[bool]],
+                     dec: Sequence[Any]) -> dict[str, Any]:
+    """All six pairs scored, true ties earning half: the parsed ranking (an unparsed ranking
+    scores 0, as 002 counts format failures wrong) and the logit pair probabilities."""
+    keys = truth_keys(correct, tokens)
+    rank = {q: r for r, q in enumerate(pred)} if pred is not None else None
+    p_harder, p_ab, credit_logit, credit_text, truth = [], [], [], [], []
+    for n, (i, j) in enumerate(PAIRS):
+        d_ij, d_ji = dec[2 * n], dec[2 * n + 1]
+        p = (d_ij.p("A") + d_ji.p("B")) / 2 if d_ij and d_ji else None
+        p_harder.append(p)
+        p_ab.append([d.p("A") if d else None for d in (d_ij, d_ji)])
+        credit_logit.append(pair_credit(p, keys[i], keys[j]))
+        credit_text.append(pair_credit(float(rank[i] > rank[j]), keys[i], keys[j]) if rank else None)
+        truth.append(0.5 if keys[i] == keys[j] else float(keys[i] > keys[j]))
+    ok_logit = [c for c in credit_logit if c is not None]
+    return {
+        "parse_ok": pred is not None, "predicted_order": pred,
+        "pair_accuracy": sum(credit_text) / 6 if rank else 0.0,
+        "pair_accuracy_logit": sum(ok_logit) / len(ok_logit) if ok_logit else None,
+        "pairs": [list(p) for p in PAIRS], "pair_truth": truth, "p_harder": p_harder,
+        "p_first_is_A": p_ab, "pair_mass": [[d.mass if d else None for d in dec[2 * n:2 * n + 2]]
+                                            for n in range(6)],
+        "answer_correct": [list(map(bool, c)) for c in correct], "n_tokens": [list(n) for n in tokens],
+        "answer_cut": [list(map(bool, c)) for c in cuts],
+        "p_correct": [sum(c) / len(c) for c in correct],
+        "n_answer_correct": sum(sum(c) / len(c) for c in correct),
+        "true_order": sorted(range(4), key=lambda q: (keys[q], q)),
+    }
+
+
+register(TaskSpec("seb-difficulty", "Self-Execution Benchmark: rank 4 questions (answers shown) by "
+                  "own difficulty, and each pair by logits (002 §3.3); truth from K answers each",
+                  plan_difficulty, execute_difficulty, uses_injection=False))

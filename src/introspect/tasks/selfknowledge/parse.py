@@ -1,0 +1,155 @@
+"""Text readings of the self-knowledge replies: option letters, delegation, word lists, final answers.
+
+Why its own module: every benchmark keeps its parsed-text reading beside the logit reading, and
+a parse failure must stay visible (None), never turn silently into "kept and wrong". The rules
+are written for what small chat models actually reply: markdown (" **B**"), quotes ('"B"'), a
+letter then an explanation ("B\\n\\nExplanation…", "B is correct"), a lead-in ("The answer is
+(C) because option D"), and filler ("Sure! Here you go:"), while "A pet…", "T cells" and
+"T-Mobile" are not answers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from introspect.grading import forms_pattern, normalize_word
+
+# a choice letter standing alone at the start: end, newline, punctuation, "(delegate)", "is ..."
+_AFTER = r"(?=\s*$|\s*\n|\s*[.:;,)\]*\"'!?`]|\s+\(|\s+(?:is|was|would|will|because|since|as)\b|\s+[-–—]\s)"
+_LEAD = r"^[\s\"'*`(\[]*(?:(?i:option|answer|choice)\s*(?:is)?\s*[:=]?\s*[\s\"'*`(\[]*)?"
+_STATED = (r"(?i:\b(?:answer|choice)\s*(?:is|would\s+be|will\s+be|:|=)|\b(?:i\s+(?:choose|pick|select|"
+           r"would\s+choose|will\s+choose|'ll\s+(?:go\s+with|choose|pick))|go(?:ing)?\s+with))"
+           r"\s*(?:option\s+)?[\s\"'*`(\[]*")
+
+
+def parse_letter(text: str, letters: str = "AB") -> str | None:
+    """The chosen option letter (upper case only, so the article "a" never counts), or None.
+
+    In order: a letter standing alone at the start (" **B**", '"B"', "B is correct",
+    "B\\n\\nExplanation", "T (delegate)", "Option B,"; not "A pet", "T cells", "T-Mobile");
+    else the first stated answer ("The answer is (C) because option D" -> C, "I choose B");
+    else the only letter written as an option label ("(B)", "B:", "option B"). Ambiguous or
+    absent -> None.
+    """
+    cls = f"[{re.escape(letters)}]"
+    m = re.match(_LEAD + rf"({cls})" + _AFTER, text)
+    if m:
+        return m.group(1)
+    m = re.search(_STATED + rf"({cls})(?![A-Za-z0-9'-])", text)
+    if m:
+        return m.group(1)
+    found = set(re.findall(rf"(?<![A-Za-z0-9'-])\(({cls})\)", text))
+    found |= set(re.findall(rf"(?<![A-Za-z0-9'-])({cls})[:.)](?!\w)", text))
+    found |= set(re.findall(rf"(?i:\boption)\s+\(?({cls})(?![A-Za-z0-9'-])", text))
+    return found.pop() if len(found) == 1 else None
+
+
+_DELEGATE = re.compile(
+    r"^[\s\"'*`(\[]*(?:(?i:answer|choice)\s*(?:is)?\s*[:=]?\s*[\s\"'*`(\[]*)?T" + _AFTER
+    + r"|\b(?i:i\s+(?:will|would|'ll|'d)?\s*delegate|(?:^|\W)delegat(?:e|ing)\s+(?:it|this|to))"
+    r"|^\W*(?i:delegate)\b")
+
+
+def is_delegation(text: str) -> bool:
+    """A short-answer game reply that hands the question to the teammate: a standalone "T"
+    ("T", " T.", "T (delegate)") or "delegate" said outright; "T cells", "T-Mobile", "Mr. T"
+    as an answer do not count."""
+    return bool(_DELEGATE.search(text))
+
+
+# ---------------------------------------------------------------- word lists (SEB association)
+FILLER = frozenset({
+    "sure", "okay", "ok", "certainly", "of course", "absolutely", "here you go", "here you are",
+    "here it is", "here they are", "great", "alright", "all right", "yes", "no", "none", "hello",
+    "hi", "thanks", "thank you", "words", "list", "etc", "and", "or",
+})
+
+
+def listed_words(text: str, k: int = 5) -> list[str]:
+    """The first ``k`` words of a comma / line / numbered list, normalised.
+
+    A lead-in up to a colon ("Sure! Here are five words: a, b") and numbering are dropped;
+    filler ("Sure", "here you go", "Okay") and sentence-like items (more than 3 words) are
+    never listed words.
+    """
+    out: list[str] = []
+    for item in re.split(r"[,;\n]|\s\d+[.)]\s", text):
+        item = item.strip()
+        if ":" in item:
+            item = item.rsplit(":", 1)[1]
+        item = re.sub(r"^\s*(?:\d+[.)]|[-*•])\s*", "", item)
+        item = re.sub(r"\s*[(\[].*$|\s+[-–—=]\s.*$", "", item)  # "water (fresh)", "sun - hot"
+        item = re.sub(r"^(?:and|or)\s+", "", item.strip(), flags=re.I)
+        w = normalize_word(item)
+        w = re.sub(r"[.!?]+$", "", w).strip()
+        if not w or len(w.split()) > 3 or w in FILLER or re.match(r"^(?:here|sure|okay)\b", w):
+            continue
+        if w not in out:
+            out.append(w)
+    return out[:k]
+
+
+_NONE = re.compile(r"^\W*(?:none|no words?|nothing|neither)\b|\bnone of (?:them|the|these)\b", re.I)
+_NEG_BEFORE = re.compile(r"(?:\bnot|\bnor|\bexcept|\bexcluding|\bwithout|\bbut not|\bno)\s+(?:the\s+)?"
+                         r"(?:words?\s+)?['\"]?$", re.I)
+_NEG_AFTER = re.compile(r"^['\"]?\s*(?:was|were|is|are|did|does)?\s*(?:not|n't|never)\b", re.I)
+
+
+def association_reply(reply: str, options: Sequence[str]) -> list[bool | None]:
+    """Per option word, did the reply say it was on the list: True (named), False (not named,
+    or named negated: "…but not salt", "salt was not"), all False for "none"; all None when the
+    reply neither names an option nor says none (unparsed, never read as "no")."""
+    said: list[bool | None] = []
+    for o in options:
+        hits = list(forms_pattern(o).finditer(reply))
+        pos = [h for h in hits if not (_NEG_BEFORE.search(reply[max(0, h.start() - 24):h.start()])
+                                       or _NEG_AFTER.match(reply[h.end():h.end() + 16]))]
+        said.append(bool(pos) if hits else None)
+    if any(s is not None for s in said):
+        return [bool(s) for s in said]
+    if _NONE.search(reply):
+        return [False] * len(options)
+    return [None] * len(options)
+
+
+# ---------------------------------------------------------------- final answers and rankings
+_ANSWER_INT = re.compile(r"(?i:\banswer\b)\s*(?:is)?\s*[:=]?\s*[*_`$]*\s*(-?\d[\d,]*)(?![\d.]\d)")
+_INT = re.compile(r"(?<![\d.])-?\d[\d,]*(?![\d])")
+
+
+def final_answer(text: str) -> int | None:
+    """The integer of the first "Answer: N" statement (the format the prompts ask for), else
+    None. Working that continues after it ("… so 81 + 3 = 84") is never read, nor is any "="
+    before it: a reply without the statement is unparsed, not graded on a stray number."""
+    m = _ANSWER_INT.search(text)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def last_integer(text: str) -> int | None:
+    """A lenient secondary reading: the last integer anywhere (the old grader's fallback)."""
+    nums = _INT.findall(text)
+    return int(nums[-1].replace(",", "")) if nums else None
+
+
+def parse_final_int(text: str) -> int | None:
+    """``final_answer`` (kept under its old name for importers)."""
+    return final_answer(text)
+
+
+def parse_ranking(text: str, k: int = 4) -> list[int] | None:
+    """0-based indices easiest→hardest from "Q3, Q1, Q4, Q2" (or "3, 1, 4, 2"); None if the
+    reply is not a permutation of 1..k."""
+    nums = re.findall(r"\bQ\s*(\d+)\b", text, re.I) or re.findall(r"(?<![\d.])(\d+)(?![\d.])", text)
+    seen: list[int] = []
+    for x in nums:
+        if int(x) not in seen:
+            seen.append(int(x))
+    return [x - 1 for x in seen] if sorted(seen) == list(range(1, k + 1)) else None
+
+
+def parse_counts(values: Sequence[Any]) -> dict[str, int]:
+    """How many readings parsed (not None) and how many did not: the parse rate's inputs."""
+    n_ok = sum(v is not None for v in values)
+    return {"parsed": n_ok, "unparsed": len(values) - n_ok}

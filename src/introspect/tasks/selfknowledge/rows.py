@@ -1,0 +1,95 @@
+"""Rows of the self-knowledge summary tables (``SK_COLUMNS``) and reading grade columns.
+
+Why its own module: the SEB, game and recovery summaries all read ``grade.*`` columns of a
+flattened record frame (lists included) and emit the same rows; one place keeps them in step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from introspect.stats import wilson
+from introspect.tasks.selfknowledge.skstats import score_block
+
+SK_COLUMNS = ["model_id", "task", "variant", "condition", "metric", "value", "lo", "hi", "n"]
+NAN = math.nan
+
+
+def row(keys: dict[str, Any], metric: str, est: Sequence[float], n: int,
+        condition: str = "clean") -> dict[str, Any]:
+    return {**keys, "condition": condition, "metric": metric, "value": float(est[0]),
+            "lo": float(est[1]), "hi": float(est[2]), "n": int(n)}
+
+
+def prop(keys: dict[str, Any], metric: str, k: float, n: float, cond: str = "clean") -> list[dict]:
+    """A Wilson-interval rate (nothing when n = 0)."""
+    return [row(keys, metric, wilson(k, n), int(n), cond)] if n > 0 else []
+
+
+def value(keys: dict[str, Any], metric: str, v: float, n: int, cond: str = "clean") -> dict:
+    """A value without an interval (a p-value, a BIC difference)."""
+    return row(keys, metric, (v, NAN, NAN), n, cond)
+
+
+def block(keys: dict[str, Any], prefix: str, p: np.ndarray, y: np.ndarray, clusters: np.ndarray,
+          choice: np.ndarray | None = None, cond: str = "clean") -> list[dict]:
+    """``skstats.score_block`` as rows named ``<prefix><score>``."""
+    return [row(keys, prefix + name, est, n, cond) for name, (est, n) in
+            score_block(p, y, clusters, choice).items()]
+
+
+def g(df: pd.DataFrame, name: str, fill: Any = None) -> pd.Series:
+    """A grade column (``fill`` where absent or missing)."""
+    col = f"grade.{name}"
+    if col not in df.columns:
+        return pd.Series([fill] * len(df), index=df.index, dtype=object)
+    return df[col].astype(object).where(df[col].notna(), fill)
+
+
+def b(df: pd.DataFrame, name: str) -> np.ndarray:
+    return np.array([bool(v) for v in g(df, name, False)], bool)
+
+
+def num(df: pd.DataFrame, name: str) -> np.ndarray:
+    return pd.to_numeric(g(df, name), errors="coerce").to_numpy(float)
+
+
+def lists(df: pd.DataFrame, name: str) -> list[list]:
+    """A list-valued grade column (a missing cell is an empty list)."""
+    return [list(v) if isinstance(v, (list, tuple, np.ndarray)) else [] for v in g(df, name)]
+
+
+def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=SK_COLUMNS)
+
+
+def groups(df: pd.DataFrame, by: Sequence[str] = ("model_id", "task", "variant")
+           ) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
+    if df.empty:
+        return
+    d = df.copy()
+    d["variant"] = d["variant"].fillna("default") if "variant" in d else "default"
+    for key, sub in d.groupby(list(by), sort=True, dropna=False):
+        yield dict(zip(by, key if isinstance(key, tuple) else (key,))), sub
+
+
+def with_source(df: pd.DataFrame) -> pd.DataFrame:
+    """``source`` column: grade.source, else the variant's part before ":" (question set)."""
+    d = df.copy()
+    fallback = d["variant"].fillna("").astype(str).str.split(":").str[0] if "variant" in d else ""
+    d["source"] = g(d, "source").where(g(d, "source").notna(), fallback) if len(d) else []
+    return d
+
+
+def z(x: np.ndarray) -> np.ndarray:
+    sd = np.nanstd(x)
+    return (x - np.nanmean(x)) / sd if sd > 0 else np.zeros_like(x)
+
+
+def isnum(v: Any) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))

@@ -1,0 +1,108 @@
+"""The self-knowledge statistics on hand-computed tables, and the properties that make them the
+right test: cluster-robust errors do not shrink when a question is repeated, held-out baselines
+never see their own fold, paired tests use the pairs."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import chi2
+
+from introspect.tasks.selfknowledge import skstats as S
+
+
+def test_auroc_ece_and_score_block_by_hand():
+    assert S.auroc_point(np.array([0.9, 0.4, 0.4, 0.1]), np.array([1, 1, 0, 0], bool)) == 0.875
+    assert math.isnan(S.auroc_point(np.array([0.1, 0.2]), np.array([1, 1], bool)))
+    # bins 0.1: mean p .1 vs mean y .5 (2 rows); 0.9: .9 vs 1 (2 rows) -> (2*.4 + 2*.1) / 4
+    assert S.ece(np.array([0.1, 0.1, 0.9, 0.9]), np.array([0, 1, 1, 1])) == pytest.approx(0.25)
+    p, y = np.array([0.8, 0.8, 0.2, 0.2]), np.array([1.0, 0, 0, 0])
+    s = S.score_block(p, y, np.arange(4))
+    assert s["accuracy"][0][0] == pytest.approx(3 / 4)
+    assert s["majority_baseline"][0][0] == pytest.approx(3 / 4)
+    assert s["brier"][0][0] == pytest.approx((0.04 + 0.64 + 0.04 + 0.04) / 4)
+    assert s["brier_baseline"][0][0] == pytest.approx((0.75 ** 2 + 3 * 0.25 ** 2) / 4)
+    assert s["auroc"][0][0] == pytest.approx((0.5 + 1 + 1) / 3)
+    assert s["base_rate"][0][0] == 0.25 and s["accuracy"][1] == 4
+
+
+def test_expand_draws_drops_unparsed_behaviour_and_missing_predictions():
+    p, y, c = S.expand_draws([0.7, None, 0.2], [[1, None, 0], [1, 1], [None]], ["a", "b", "c"])
+    assert list(p) == [0.7, 0.7] and list(y) == [1.0, 0.0] and list(c) == ["a", "a"]
+
+
+def test_fisher_by_hand():
+    a = np.array([1, 1, 1, 0, 1, 0, 0, 0], bool)  # table [[3, 1], [1, 3]]
+    b = np.array([1, 1, 1, 1, 0, 0, 0, 0], bool)
+    (orr, lo, hi), p = S.fisher(a, b)
+    assert orr == pytest.approx(9.0) and lo < 9 < hi
+    assert p == pytest.approx(34 / 70)  # hypergeometric: (16 + 1 + 16 + 1) / 70
+
+
+def test_lr_test_matches_the_closed_form():
+    x = np.array([1] * 8 + [0] * 8, float)
+    y = np.array([1] * 6 + [0] * 2 + [1] * 2 + [0] * 6, float)
+    stat, df, p = S.lr_test(y, pd.DataFrame({"x": x}), pd.DataFrame())
+    full = 16 * (0.75 * math.log(0.75) + 0.25 * math.log(0.25))
+    want = 2 * (full - 16 * math.log(0.5))
+    assert df == 1 and stat == pytest.approx(want, rel=1e-5)
+    assert p == pytest.approx(chi2.sf(want, 1), rel=1e-4)
+
+
+def test_paired_binary_uses_pairs():
+    (d, lo, hi), p = S.paired_binary(np.array([1, 1, 1, 0.]), np.array([1, 0, 0, 0.]))
+    assert d == 0.5 and lo <= d <= hi
+    assert p == pytest.approx(0.5)  # McNemar exact: 2 discordant pairs, both one way -> 2 * 0.5**2
+
+
+def test_cluster_robust_errors_do_not_shrink_with_repeats():
+    rng = np.random.default_rng(0)
+    n, k = 150, 4
+    x = rng.normal(size=n)
+    y = (rng.random(n) < 1 / (1 + np.exp(-x))).astype(float)
+    one = S.logit_fit(y, pd.DataFrame({"x": x}))
+    rep = pd.DataFrame({"x": np.repeat(x, k)})
+    naive = S.logit_fit(np.repeat(y, k), rep)
+    clustered = S.logit_fit(np.repeat(y, k), rep, np.repeat(np.arange(n), k))
+    assert naive.bse["x"] == pytest.approx(one.bse["x"] / math.sqrt(k), rel=0.02)  # the bug
+    assert clustered.bse["x"] == pytest.approx(one.bse["x"], rel=0.05)  # the fix
+    assert S.logit_fit(np.ones(10), pd.DataFrame({"x": np.arange(10.)})) is None  # one class
+
+
+def test_held_out_surface_baseline_never_sees_its_fold():
+    rng = np.random.default_rng(1)
+    n = 60
+    x = rng.normal(size=n)
+    y = (x > 0).astype(float)
+    groups = np.arange(n) // 2
+    folds = S.grouped_folds(groups, 5)
+    assert sorted(np.concatenate(folds).tolist()) == list(range(n))
+    for f in folds:  # a group never straddles two folds
+        assert not set(groups[f]) & set(groups[np.setdiff1d(np.arange(n), f)])
+    X = pd.DataFrame({"x": x})
+    p = S.cross_validated_p(y + 0 * x, X, groups)
+    assert S.auroc_point(p, y > 0.5) > 0.95
+    flipped = y.copy()
+    flipped[folds[0]] = 1 - flipped[folds[0]]
+    p2 = S.cross_validated_p(flipped, X, groups)
+    assert np.allclose(p[folds[0]], p2[folds[0]])  # its own labels never reach its predictions
+
+
+def test_pair_credit_and_cluster_boot():
+    assert S.pair_credit(0.9, (1, 5), (0, 9)) == 1.0  # i fails, j right: i is harder
+    assert S.pair_credit(0.9, (0, 5), (1, 9)) == 0.0
+    assert S.pair_credit(0.2, (0, 5), (0, 5)) == 0.5  # true tie: half
+    assert S.pair_credit(None, (0, 5), (1, 5)) is None
+    est, lo, hi = S.boot_mean([1, 1, 0, 0, np.nan], ["a", "a", "b", "b", "c"])
+    assert est == 0.5 and lo == 0.0 and hi == 1.0  # two clusters: resamples are 0, .5 or 1
+
+
+def test_calibration_slope_recovers_calibration():
+    rng = np.random.default_rng(2)
+    p = rng.uniform(0.05, 0.95, 3000)
+    y = (rng.random(3000) < p).astype(float)
+    (a, alo, ahi), (b, blo, bhi) = S.calibration_slope(p, y)
+    assert alo < 0 < ahi and blo < 1 < bhi
+    (_, _, _), (b2, _, _) = S.calibration_slope(np.clip(p + (p - 0.5), 0.01, 0.99), y)
+    assert b2 < 0.8  # over-confident predictions: slope below 1
