@@ -87,8 +87,12 @@ def with_source(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def z(x: np.ndarray) -> np.ndarray:
-    sd = np.nanstd(x)
-    return (x - np.nanmean(x)) / sd if sd > 0 else np.zeros_like(x)
+    """z-scores (NaNs kept); all zeros when x has no spread or no finite value."""
+    x = np.asarray(x, float)
+    ok = np.isfinite(x)
+    if ok.sum() < 2 or np.std(x[ok]) == 0:
+        return np.where(ok, 0.0, np.nan) if ok.any() else np.zeros_like(x)
+    return (x - x[ok].mean()) / x[ok].std()
 
 
 def isnum(v: Any) -> bool:

@@ -1,0 +1,128 @@
+"""Comparisons across models from the records of several runs: answered items and self vs other.
+
+Why: a model can score above chance on "predict your own behaviour" just by knowing which items
+are hard for anyone. Scoring model M's predictions against model N's behaviour on the same
+items separates the two: self-knowledge shows as M predicting M better than it predicts N.
+``answered_items`` collects every question a model answered (with P(correct) where the record
+has it), the input of the Rasch abilities in ``introspect.report.rasch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+
+from introspect.tasks.selfknowledge.rows import g, isnum, lists, num, with_source
+from introspect.tasks.selfknowledge.skstats import boot_auroc, expand_draws
+
+ITEM_COLUMNS = ["model_id", "item", "task", "y", "weight"]
+SVO_COLUMNS = ["task", "predictor", "behaviour", "self", "metric", "value", "lo", "hi", "n"]
+
+
+def answered_items(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, question): ``y`` = P(correct) (the logit probability or the share
+    of K sampled answers; 0/1 where only one answer exists). Sources: the Delegate Game's
+    baseline, seb-difficulty's answers, recovery's clean runs. A question asked in several
+    trials (one per teammate accuracy) counts once."""
+    rows: list[dict] = []
+    for task, s in _by_task(with_source(df)):
+        if task == "delegate":
+            y = num(s, "baseline_p_correct")
+            y = np.where(np.isfinite(y), y, g(s, "baseline_correct", False).astype(float).to_numpy())
+            for m, src, q, v in zip(s["model_id"], s["source"], g(s, "qid"), y):
+                rows.append({"model_id": m, "item": f"{src}:{q}", "task": task, "y": float(v), "weight": 1.0})
+        elif task == "seb-difficulty":
+            for m, v, qids, pc in zip(s["model_id"], s["variant"], lists(s, "qids"), lists(s, "p_correct")):
+                src = str(v).removesuffix("+prefill")
+                rows += [{"model_id": m, "item": f"{src}:{q}", "task": task, "y": float(p), "weight": 1.0}
+                         for q, p in zip(qids, pc)]
+        elif task == "recovery":
+            c = s[s["condition"] == "clean"]
+            for m, src, q, ok in zip(c["model_id"], c["source"], g(c, "qid"), g(c, "correct", False)):
+                rows.append({"model_id": m, "item": f"{src}:{q}", "task": task, "y": float(bool(ok)),
+                             "weight": 1.0})
+    out = pd.DataFrame(rows, columns=ITEM_COLUMNS)
+    if out.empty:
+        return out
+    return out.groupby(["model_id", "item", "task"], as_index=False).agg(y=("y", "mean"), weight=("weight", "max"))
+
+
+def _by_task(df: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
+    if df.empty:
+        return
+    for task, s in df.groupby("task", sort=True):
+        yield str(task), s.reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- self vs other
+def _predictions(task: str, s: pd.DataFrame) -> pd.DataFrame:
+    """(model_id, key, p): what the model predicted, P(positive), per item key."""
+    rows = []
+    if task == "delegate":  # positive = "I would get this wrong": P(T)
+        for m, src, q, p in zip(s["model_id"], s["source"], g(s, "qid"), num(s, "p_delegate")):
+            rows.append((m, f"{src}:{q}", p))
+    elif task == "seb-association":
+        for m, w, opts, ps in zip(s["model_id"], s["word"], lists(s, "options"), lists(s, "p_yes")):
+            rows += [(m, f"{w}:{o}", p) for o, p in zip(opts, ps)]
+    elif task == "seb-restriction":
+        for m, q, p in zip(s["model_id"], g(s, "qid"), num(s, "p_answer")):
+            rows.append((m, str(q), p))
+    elif task == "seb-difficulty":
+        for m, qids, prs, ph in zip(s["model_id"], lists(s, "qids"), lists(s, "pairs"), lists(s, "p_harder")):
+            rows += [(m, f"{qids[i]}>{qids[j]}", p) for (i, j), p in zip(prs, ph)] if qids else []
+    d = pd.DataFrame(rows, columns=["model_id", "key", "p"])
+    d = d[[isnum(v) for v in d["p"]]]
+    return d.groupby(["model_id", "key"], as_index=False)["p"].mean()
+
+
+def _behaviour(task: str, s: pd.DataFrame) -> dict[tuple[str, str], list]:
+    """(model_id, key) -> the model's 0/1 behaviour draws on that item."""
+    out: dict[tuple[str, str], list] = {}
+    if task == "delegate":
+        for m, src, q, ok in zip(s["model_id"], s["source"], g(s, "qid"), g(s, "baseline_correct", False)):
+            out[(m, f"{src}:{q}")] = [float(not ok)]
+    elif task == "seb-association":
+        for m, w, opts, dr in zip(s["model_id"], s["word"], lists(s, "options"), lists(s, "listed_draws")):
+            for o, d in zip(opts, dr):
+                out[(m, f"{w}:{o}")] = list(d)
+    elif task == "seb-restriction":
+        for m, q, j in zip(s["model_id"], g(s, "qid"), lists(s, "judged_answered")):
+            out[(m, str(q))] = list(j)
+    elif task == "seb-difficulty":
+        for m, qids, prs, tr in zip(s["model_id"], lists(s, "qids"), lists(s, "pairs"), lists(s, "pair_truth")):
+            for (i, j), t in zip(prs, tr):
+                if qids and t != 0.5:
+                    out[(m, f"{qids[i]}>{qids[j]}")] = [float(t)]
+    return out
+
+
+def self_vs_other(df: pd.DataFrame) -> pd.DataFrame:
+    """AUROC of model M's predictions against model N's behaviour on the items both saw, for
+    every ordered pair (M, N) and task; ``self`` marks M == N. Rows ``self_minus_other`` give
+    M's own AUROC minus its mean AUROC on the other models (NaN with one model)."""
+    rows: list[dict] = []
+    for task, s in _by_task(with_source(df)):
+        if task not in ("delegate", "seb-association", "seb-restriction", "seb-difficulty"):
+            continue
+        pred, beh = _predictions(task, s), _behaviour(task, s)
+        models = sorted(set(pred["model_id"]) | {m for m, _ in beh})
+        for mp in models:
+            own = pred[pred["model_id"] == mp]
+            aucs = {}
+            for mb in models:
+                keys = [k for k in own["key"] if (mb, k) in beh]
+                sub = own.set_index("key").loc[keys] if keys else own.iloc[:0].set_index("key")
+                p, y, c = expand_draws(list(sub["p"]), [beh[(mb, k)] for k in keys], keys)
+                est = boot_auroc(p, y >= 0.5, c) if p.size else (np.nan, np.nan, np.nan)
+                aucs[mb] = est[0]
+                rows.append({"task": task, "predictor": mp, "behaviour": mb, "self": mp == mb,
+                             "metric": "auroc", "value": est[0], "lo": est[1], "hi": est[2],
+                             "n": int(p.size)})
+            others = [v for k, v in aucs.items() if k != mp and np.isfinite(v)]
+            diff = aucs.get(mp, np.nan) - np.mean(others) if others else np.nan
+            rows.append({"task": task, "predictor": mp, "behaviour": "others", "self": False,
+                         "metric": "self_minus_other", "value": diff, "lo": np.nan, "hi": np.nan,
+                         "n": len(others)})
+    return pd.DataFrame(rows, columns=SVO_COLUMNS)
