@@ -251,3 +251,47 @@ def test_quick_runs_on_default_model(default_model):
     assert set(s.task) == set(TASKS)
     d = pd.DataFrame(rows)
     assert d[d.task == "delegate"]["grade.baseline_parse_ok"].all()  # letter prefill works
+
+
+# ---------------------------------------------------------------- white-box probe and steering
+def test_mass_mean_probe_finds_a_planted_direction():
+    from introspect.tasks.selfknowledge.probe import fit_probe
+
+    g = torch.Generator().manual_seed(0)
+    wrong = [i % 3 == 0 for i in range(90)]
+    planted = torch.zeros(16)
+    planted[3] = 1.0
+    X = torch.randn(90, 16, generator=g) + 2.0 * torch.tensor(wrong, dtype=torch.float)[:, None] * planted
+    p = fit_probe(X, wrong, layer=1)
+    assert p.cv_auroc > 0.85 and p.n == 90 and p.n_wrong == 30
+    assert float(p.direction @ planted) > 0.8 and p.direction.norm() == pytest.approx(1.0)
+    assert float(p.score(X[:1] + 5 * planted)) > float(p.score(X[:1]))  # towards "wrong"
+    with pytest.raises(ConfigError, match="both right and wrong"):
+        fit_probe(X, [False] * 90, layer=1)
+
+
+def test_probe_reads_and_steers_the_game(tiny_model):
+    from introspect.tasks.selfknowledge import probe
+
+    m = tiny_model("llama")
+    ctx = _ctx(m, n=3, history_len=2, pool=24, layer=2, steer=(-8.0, 8.0))
+    trials = probe.plan(ctx)
+    assert {(t.condition, t.alpha) for t in trials} == {("clean", 0.0), ("injected", -8.0), ("injected", 8.0),
+                                                         ("random", -8.0), ("random", 8.0)}
+    recs = list(probe.execute(ctx, trials))
+    for r in recs:
+        validate(r.to_dict())
+        assert 0 <= r.grade["p_delegate"] <= 1 and r.layer_idx == 2
+    clean = {r.grade["qid"]: r for r in recs if r.condition == "clean"}
+    assert all(r.grade["game_projection"] is not None for r in clean.values())
+    steered = [r for r in recs if r.condition == "injected"]
+    assert all(r.injected and r.alpha_effective == pytest.approx(r.alpha * r.grade["probe_sd"]) for r in steered)
+    assert any(abs(r.grade["p_delegate"] - clean[r.grade["qid"]].grade["p_delegate"]) > 1e-4 for r in steered)
+    # α = 0 is the Delegate Game's own reading of the same prompt (the span mark changes no token)
+    game = {r.grade["qid"]: r for r in delegate.execute(ctx, delegate.plan(ctx))}
+    for q, r in clean.items():
+        assert r.grade["p_delegate"] == pytest.approx(game[q].grade["p_delegate"], abs=1e-4)
+    s = summarize_sk(pd.DataFrame([flatten_trial(r.to_dict()) for r in recs]))
+    assert {"probe_cv_auroc", "game_projection_auroc[error]"} <= set(s.metric)
+    assert any(x.startswith("delta_p_delegate[probe,8sd]") for x in s.metric)
+    assert any(x.startswith("delta_p_delegate[random,-8sd]") for x in s.metric)

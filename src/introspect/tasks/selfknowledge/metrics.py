@@ -18,6 +18,7 @@ import pandas as pd
 
 from introspect.stats import bootstrap_mean
 from introspect.tasks.selfknowledge.game_metrics import summarize_delegate
+from introspect.tasks.selfknowledge.probe import summarize_probe
 from introspect.tasks.selfknowledge.rows import (
     NAN,
     SK_COLUMNS,
@@ -256,6 +257,7 @@ SUMMARIES: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
     "seb-restriction": summarize_seb_restriction,
     "seb-difficulty": summarize_seb_difficulty,
     "delegate": summarize_delegate,
+    "delegate-probe": summarize_probe,
     "recovery": summarize_recovery,
 }
 
