@@ -17,7 +17,9 @@ writes the table. Other code adds summarisers with ``register_summary(prefix, fn
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -90,13 +92,20 @@ def summarize_generic(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+_SK_P = re.compile(r"(?:^|_)p(?:\[[^\]]*\])?$")  # fisher_p, lr_p[...], p[term], ..._mcnemar_p
+
+
 def _sk_rows(fn: Callable[[pd.DataFrame], pd.DataFrame]) -> Summarizer:
-    """A self-knowledge summary (a frame of ``SK_COLUMNS``) as rows of the tidy table."""
+    """A self-knowledge summary (a frame of ``SK_COLUMNS``) as rows of the tidy table; a
+    p-value metric also fills the ``p`` column, and rows without an interval say so in ``ci``."""
     def rows(df: pd.DataFrame) -> list[dict[str, Any]]:
         out = []
         for r in fn(df).to_dict("records"):
             keys = {k: r.get(k) for k in ("model_id", "task", "variant")}
-            out.append(row(keys, r["metric"], (r["value"], r["lo"], r["hi"]), r["n"], r.get("condition") or ""))
+            is_p = bool(_SK_P.search(str(r["metric"])))
+            ci = "" if pd.isna(r["lo"]) else "95%"
+            out.append(row(keys, r["metric"], (r["value"], r["lo"], r["hi"]), r["n"], r.get("condition") or "",
+                           ci=ci, p=float(r["value"]) if is_p else math.nan))
         return out
 
     return rows

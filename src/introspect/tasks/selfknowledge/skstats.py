@@ -133,7 +133,7 @@ def score_block(p: np.ndarray, y: np.ndarray, clusters: np.ndarray, choice: np.n
                 ) -> dict[str, tuple[Interval, int]]:
     """Every score of probability ``p`` of the positive answer against 0/1 outcomes ``y``:
     accuracy of the decision (``choice``, default p >= 1/2), the majority-class baseline, AUROC,
-    Brier and its base-rate baseline, ECE, calibration intercept/slope, mean p and base rate;
+    Brier and its base-rate baseline, ECE, calibration intercept/slope, mean prediction and base rate;
     intervals from a cluster bootstrap (regression intervals for the calibration fit)."""
     n = int(p.size)
     if n == 0:
@@ -149,7 +149,7 @@ def score_block(p: np.ndarray, y: np.ndarray, clusters: np.ndarray, choice: np.n
         "brier_baseline": (cluster_boot(lambda i: float(((y[i].mean() - y[i]) ** 2).mean()), n,
                                         clusters), n),
         "ece": (cluster_boot(lambda i: ece(p[i], y[i]), n, clusters), n),
-        "mean_p": (cluster_boot(lambda i: float(p[i].mean()), n, clusters), n),
+        "mean_prediction": (cluster_boot(lambda i: float(p[i].mean()), n, clusters), n),
         "base_rate": (cluster_boot(lambda i: float(y[i].mean()), n, clusters), n),
     }
     icpt, slope = calibration_slope(p, y, clusters)
