@@ -48,13 +48,22 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _task_list() -> str:
+    """Every registered task and its one-line description (the help text's epilog)."""
+    from introspect.tasks.base import TASKS, get_task
+
+    get_task("A")  # importing the tasks package registers every task
+    width = max(map(len, TASKS))
+    return "registered tasks:\n" + "\n".join(f"  {name:<{width}}  {TASKS[name].description}" for name in sorted(TASKS))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The flags of ``experiments.run`` (``experiments.sweep`` passes its file as ``--sweep``)."""
-    ap = Parser(prog="python -m experiments.run", description=RUN_HELP,
+    ap = Parser(prog="python -m experiments.run", description=RUN_HELP, epilog=_task_list(),
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     a = ap.add_argument
     a("--task", dest="tasks", nargs="+", action="extend", metavar="T",
-      help="A B C D, all (= A–D), or any registered task; comma lists allowed")
+      help="A B C D, all (= A–D), or any registered task listed below; comma lists allowed")
     a("--model", help="registry name, hub id or local HF dir (default smollm2-135m-instruct)")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--layers", nargs="*", type=int, metavar="L", help="layer indices")

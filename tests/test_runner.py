@@ -246,3 +246,11 @@ def test_bad_sampling_flags_one_line_nothing_written(tiny_dir, tmp_path, flags, 
                                   tmp_path))
     assert rc == 2 and err.strip().splitlines() == [f"error: {msg}"], err
     assert not (tmp_path / "o").exists()
+
+
+def test_help_lists_every_registered_task():
+    from experiments.settings import build_parser
+    from introspect.tasks.base import TASKS
+
+    out = build_parser().format_help()
+    assert TASKS and all(name in out and spec.description in out for name, spec in TASKS.items())
