@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -23,19 +22,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def default_out(dirs: list[Path]) -> Path:
@@ -62,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from introspect.report import load_headers, load_results, summarize
     from introspect.report.compare import compare, render_compare, wide_table
     from introspect.report.load import jsonl_files
+    from introspect.report.metrics import atomic_write_text
 
     if not any(jsonl_files(d) for d in args.dirs):
         print(f"error: no *.jsonl files under {', '.join(map(str, args.dirs))}; run "
@@ -79,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or default_out(args.dirs)
     html = render_compare(comp, title=args.title, source=", ".join(map(str, args.dirs)))
     csv_path = out.with_suffix(".csv")
-    _atomic_write(csv_path, comp.headline.to_csv(index=False))
-    _atomic_write(out, html)
+    atomic_write_text(csv_path, comp.headline.to_csv(index=False))
+    atomic_write_text(out, html)
     table = wide_table(comp)
     with pd.option_context("display.max_colwidth", 60, "display.width", 200):
         print(table.to_string(index=False) if not table.empty else "(no task metrics)")

@@ -137,7 +137,9 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a text file whole or not at all (temp file in the same folder, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -154,6 +156,6 @@ def write_summary(results_dir: Path | str) -> tuple[Path, Path]:
     d = Path(results_dir)
     table = summarize(load_results(d))
     csv_path, json_path = d / "summary.csv", d / "summary.json"
-    _atomic_write(csv_path, table.to_csv(index=False))
-    _atomic_write(json_path, table.to_json(orient="records", indent=1))
+    atomic_write_text(csv_path, table.to_csv(index=False))
+    atomic_write_text(json_path, table.to_json(orient="records", indent=1))
     return csv_path, json_path
