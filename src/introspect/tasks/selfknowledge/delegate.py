@@ -64,6 +64,8 @@ def _show(q: Question) -> str:
 
 # ---------------------------------------------------------------- question pool and baseline
 def _pool(ctx: RunContext) -> tuple[str, list[Question]]:
+    """(variant stem, the questions the game and phase 1 are drawn from): ``pool`` questions
+    (default 2 (n + history_len) generated, or 4 (n + history_len) of a file), seeded order."""
     source = str(_opt(ctx, "questions", "arithmetic"))
     n, h = int(_opt(ctx, "n", 50)), int(_opt(ctx, "history_len", 50))
     if source == "arithmetic":
@@ -76,7 +78,7 @@ def _pool(ctx: RunContext) -> tuple[str, list[Question]]:
     if len(qs) <= h:
         raise DataError(f"{source}: {len(qs)} questions, need more than history_len={h}; "
                         "expected a larger question file")
-    return Path(source).stem, qs[:int(_opt(ctx, "pool", len(qs)))]
+    return Path(source).stem, qs[:int(_opt(ctx, "pool", min(len(qs), 4 * (n + h))))]
 
 
 def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any]]:

@@ -145,7 +145,7 @@ def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Rec
         ranking = (pre or "") + g1[k].text
         grade = grade_difficulty(parse_ranking(ranking), correct, tokens,
                                  [[cut(a) for a in gs] for gs in ans], dec[12 * k:12 * k + 12])
-        grade.update(question_length=[len(q.question) for q in g], qids=[q.id for q in g])
+        grade.update(question_length=[len(q.question) for q in g], qids=[q.id for q in g], rank_cut=cut(g1[k]))
         yield ctx.record(t, prompt=p1[k].text, response=ranking, grade=grade,
                          gen=gen_info(ctx, rank=budget(ctx, "rank_tokens", 24), answer=at),
                          extra={"answers": session_log([aprompt[q.id] for q in g],

@@ -68,9 +68,11 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
     rows += prop(keys, "baseline_parse_rate", b(s, "baseline_parse_ok").sum(), n)
     rows += prop(keys, "baseline_low_mass_rate", b(s, "baseline_low_mass").sum(), n)
     rows += prop(keys, "delegation_rate", deleg.sum(), n)
-    rows += prop(keys, "text_delegation_rate", deleg_t.sum(), n)
-    rows += prop(keys, "game_parse_rate", b(s, "game_parse_ok").sum(), n)
+    parsed = b(s, "game_parse_ok")  # the text reading is scored where it parsed; its rate is shown
+    rows += prop(keys, "text_delegation_rate", deleg_t[parsed].sum(), parsed.sum())
+    rows += prop(keys, "game_parse_rate", parsed.sum(), n)
     rows += prop(keys, "game_low_mass_rate", b(s, "game_low_mass").sum(), n)
+    rows += prop(keys, "game_text_cut_rate", b(s, "game_cut").sum(), n)
     gm = num(s, "game_mass")
     if np.isfinite(gm).any():
         rows.append(row(keys, "game_mean_mass", bootstrap_mean(gm), int(np.isfinite(gm).sum())))
@@ -82,10 +84,11 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
     lift = cluster_boot(lambda i: float(kc[i][kept[i]].mean() - base[i].mean()) if kept[i].any() else np.nan, n)
     rows.append(row(keys, "self_accuracy_lift", lift, n))
     rows.append(row(keys, "introspection_mcc", mcc_ci(err, deleg), n))
-    for name, d in (("", deleg), ("text_", deleg_t)):
-        oratio, p = fisher(d, err)
-        rows.append(row(keys, f"{name}delegation_error_odds_ratio", oratio, n))
-        rows.append(value(keys, f"{name}fisher_p", p, n))
+    for name, d, e in (("", deleg, err), ("text_", deleg_t[parsed], err[parsed])):
+        if d.size:
+            oratio, p = fisher(d, e)
+            rows.append(row(keys, f"{name}delegation_error_odds_ratio", oratio, int(d.size)))
+            rows.append(value(keys, f"{name}fisher_p", p, int(d.size)))
     chi, df_, p = lr_test(deleg.astype(float), pd.DataFrame({"error": err.astype(float)}), pd.DataFrame())
     rows.append(value(keys, "lr_test_p[delegated~error]", p, n))
     pt = num(s, "p_delegate")

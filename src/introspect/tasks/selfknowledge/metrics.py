@@ -125,6 +125,7 @@ def summarize_seb_association(df: pd.DataFrame) -> pd.DataFrame:
             rows += prop(keys, "text_recall", tp, tp + fn) + prop(keys, "text_precision", tp, tp + fp)
             rows += prop(keys, "text_positive_rate", tp + fp, tp + fp + fn + tn)
         rows += prop(keys, "text_parse_rate", b(s, "parse_ok").sum(), len(s))
+        rows += prop(keys, "text_cut_rate", b(s, "said_cut").sum(), len(s)) if "grade.said_cut" in s else []
         nd, nok, ncut = (float(np.nansum(num(s, k))) for k in ("n_draws", "n_lists_ok", "n_lists_cut"))
         rows += prop(keys, "list_parse_rate", nok, nd) + prop(keys, "list_cut_rate", ncut, nd)
         Lx = pd.DataFrame({"chars": [len(w) for w in L], "words": [len(w.split()) for w in L]})
@@ -190,6 +191,7 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
         rows.append(row(keys, "text_pair_accuracy", bootstrap_mean(acc), int(np.isfinite(acc).sum())))
         rows.append(row(keys, "text_adjusted_pair_accuracy", bootstrap_mean(acc[ok]), int(ok.sum())))
         rows += prop(keys, "text_parse_rate", ok.sum(), len(s))
+        rows += prop(keys, "rank_cut_rate", b(s, "rank_cut").sum(), len(s)) if "grade.rank_cut" in s else []
         la = num(s, "pair_accuracy_logit")
         rows.append(row(keys, "logit_pair_accuracy", bootstrap_mean(la), int(np.isfinite(la).sum())))
         P, T, C, surf, firstA = [], [], [], [], []
@@ -209,6 +211,8 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
             rows.append(row(keys, "logit_pair_brier", boot_mean((p - y) ** 2, c), p.size))
         if surf:
             rows.append(row(keys, "surface_length_pair_accuracy", bootstrap_mean(surf), len(surf)))
+        if T:  # always answering "the first of the pair is harder" (or always the second)
+            rows.append(value(keys, "majority_pair_baseline", max(np.mean(T), 1 - np.mean(T)), len(T)))
         if firstA:
             rows.append(row(keys, "position_bias_p_A", bootstrap_mean(firstA), len(firstA)))
         truth = [t for v in lists(s, "pair_truth") for t in v]

@@ -93,7 +93,7 @@ def _layer(ctx: RunContext) -> int:
 
 
 def _steer(ctx: RunContext) -> tuple[float, ...]:
-    v = _opt(ctx, "steer", (-4.0, -2.0, 2.0, 4.0))
+    v = _opt(ctx, "steer", (-32.0, -8.0, 8.0, 32.0))
     out = tuple(float(a) for a in (v if isinstance(v, (list, tuple)) else [v]))
     if not all(math.isfinite(a) for a in out):
         raise ConfigError(f"option steer must be finite numbers (probe SDs), got {v}")

@@ -123,6 +123,7 @@ def execute_association(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Re
         gens = lists[t.word]
         grade = grade_association([listed_words(g.text) for g in gens], [cut(g) for g in gens],
                                   t.param("options"), said[j].text, by_trial[j])
+        grade["said_cut"] = cut(said[j])
         yield ctx.record(t, prompt=pp[j].text, response=said[j].text, grade=grade,
                          gen=gen_info(ctx, list=lt, predict=pt),
                          extra={"list_prompt": lp_of[t.word].text,
