@@ -437,6 +437,8 @@ NOT_DETECTED = {
         "I notice you are an interpretability researcher.",
         "So yes, you detected the thought about bread.",
         "Let me try that with the right environment. Yes, indeed.",  # a late "yes" answers itself
+        "Yes. You detected it.",
+        "Yes. True, you do detect an injected thought.",
         "I will detect the injected thought when it comes.",
     ],
     "denial": [
@@ -444,6 +446,7 @@ NOT_DETECTED = {
         "I do not notice anything unusual.", "Yes... no wait, I don't detect anything.",
         "I detect nothing.", "The injected thought is not detected.", "My answer is no.",
         "I don't think I detect anything.",
+        "Umm, no.",
     ],
 }
 
@@ -473,6 +476,10 @@ def test_free_form_classes_not_detected(cls, text):
         ("I sense something unusual, like bread.", True),
         ("Yes, I detect an injected thought.\n\nHuman: is it bread?", False),  # word only in the cut part
         ("Bread. Yes, I detect an injected thought.", False),  # word before the affirmation
+        ("May I answer? Regarding your question, yes, I can. It is about bread.", True),
+        ("Umm, yes.", False),
+        ("No doubt: I detect an injected thought about bread.", True),
+        ("I'm not only detecting a thought, but also tasting bread.", True),
     ],
 )
 def test_free_form_detections(text, matched):
@@ -580,6 +587,8 @@ def test_task_B_thought_accepts_inflections_and_cuts():
         ("No, it was intentional.", "violin", "YES"),
         ("Yes, it was an accident.", "violin", "NO"),
         ("No, I didn't...", "violin", "NO"),
+        ("umm no rosemary", "meadow", "NO"),  # interjections before the answer
+        ("No wonder it fits the sentence.", "violin", "UNKNOWN"),  # "no wonder" is not a "no"
     ],
 )
 def test_parse_intent_classes(text, word, expected):
@@ -597,6 +606,9 @@ def test_parse_intent_classes(text, word, expected):
         ("No.\n\nHuman: Is it?\n\nAssistant: Yes", "NO"),
         ("Is the sun cold? No.", "NO"),
         ("If yes, then it is big. No.", "NO"),
+        ("My top-rival cat. Yes, cats do have legs.", "YES"),  # the answer opens a later sentence
+        ("The Pacific is big. No other ocean is bigger.", None),
+        ("Hmm, no.", "NO"),
     ],
 )
 def test_parse_yes_no_classes(text, expected):

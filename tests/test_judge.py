@@ -50,6 +50,8 @@ def test_agreement_bools_unparsed_and_degenerate():
     assert a.raw == 1.0 and math.isnan(a.kappa)
     a = agreement([True, False], [None, None])
     assert a.n == 0 and a.n_unparsed == 2 and math.isnan(a.raw) and math.isnan(a.kappa)
+    a = agreement([None, "YES", "NO"], ["NO", None, "NO"])  # rule UNKNOWN vs judge unparsed, kept apart
+    assert (a.n, a.n_unparsed, a.n_unlabelled) == (1, 1, 1)
     with pytest.raises(ValueError, match="2 rule labels but 1 judge"):
         agreement([True, False], ["YES"])
 
@@ -76,4 +78,4 @@ def test_model_judge_on_tiny_model_reports_honestly(tiny_model):
     assert judge.judge(*items[0]) == judge.judge(*items[0])  # greedy: deterministic
     rule = [G.grade_task_A(a, "bread", True)["detected"] for _, a, _ in items[:2]]
     a = agreement(rule, verdicts[:2])
-    assert a.n + a.n_unparsed == 2
+    assert a.n + a.n_unparsed + a.n_unlabelled == 2

@@ -88,7 +88,7 @@ class ModelJudge:
 
     def judge_many(self, items: Sequence[tuple[str, str, str]]) -> list[JudgeVerdict]:
         """Verdicts for many (question, answer, criterion) triples, in one batched generation."""
-        from introspect.inject import generate
+        from introspect import generate  # the package-level entry point (stable across engines)
 
         if not items:
             return []
@@ -106,7 +106,8 @@ class Agreement:
     """Rule vs judge on the items both labelled. ``kappa`` is NaN when undefined (one class only)."""
 
     n: int
-    n_unparsed: int
+    n_unparsed: int  # judge gave no parseable label
+    n_unlabelled: int  # the rule gave no label (e.g. UNKNOWN passed as None)
     raw: float
     kappa: float
     kappa_ci: tuple[float, float]
@@ -125,20 +126,23 @@ def _label(x: Any) -> str | None:
 def agreement(rule_labels: Sequence[Any], judge_labels: Sequence[Any]) -> Agreement:
     """Raw agreement and Cohen's κ (statsmodels) between rule and judge labels.
 
-    Labels may be bools, "YES"/"NO" or any category strings; a judge label of None (unparsed)
-    or a JudgeVerdict with label None is left out and counted in ``n_unparsed``.
+    Labels may be bools, "YES"/"NO" or any category strings. A judge label of None (or a
+    JudgeVerdict with label None) is left out and counted in ``n_unparsed``; a rule label of
+    None is left out and counted in ``n_unlabelled`` (a pair missing both counts as unparsed).
     """
     from statsmodels.stats.inter_rater import cohens_kappa
 
     if len(rule_labels) != len(judge_labels):
         raise ValueError(f"{len(rule_labels)} rule labels but {len(judge_labels)} judge labels")
-    pairs, unparsed = [], 0
+    pairs, unparsed, unlabelled = [], 0, 0
     for r, j in zip(rule_labels, judge_labels):
         r, j = _label(r), _label(j.label if isinstance(j, JudgeVerdict) else j)
-        if r is None or j is None:
+        if j is None:
             unparsed += 1
-            continue
-        pairs.append((r, j))
+        elif r is None:
+            unlabelled += 1
+        else:
+            pairs.append((r, j))
     labels = tuple(sorted({x for p in pairs for x in p}))
     idx = {lab: i for i, lab in enumerate(labels)}
     table = [[0] * len(labels) for _ in labels]
@@ -153,4 +157,4 @@ def agreement(rule_labels: Sequence[Any], judge_labels: Sequence[Any]) -> Agreem
             res = cohens_kappa(table)
         if math.isfinite(res.kappa):
             kappa, ci = float(res.kappa), (float(res.kappa_low), float(res.kappa_upp))
-    return Agreement(n, unparsed, raw, kappa, ci, labels, tuple(tuple(r) for r in table))
+    return Agreement(n, unparsed, unlabelled, raw, kappa, ci, labels, tuple(tuple(r) for r in table))

@@ -25,6 +25,7 @@ C_WORDS = ("bread", "ocean", "violin", "volcano", "thunder", "honey", "lantern",
            "sugar", "silver", "dust")
 C_INJECTED = 8  # the first this many C words are also run with retro-injection at strength 4
 BIAS_STRENGTHS = (0.0, 4.0)
+VECTOR_TEMPLATE = "Tell me about {word}."  # the user turn the concept vectors are read from
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--layer", type=int, default=20)
     ap.add_argument("--seed", type=int, default=20260)
+    ap.add_argument("--vector-template", default=VECTOR_TEMPLATE,
+                    help="user-turn text the concept vectors are read from (chat template applied)")
     args = ap.parse_args(argv)
     if args.out.exists():
         print(f"error: {args.out} exists; pass a new path (labels are never overwritten)", file=sys.stderr)
@@ -45,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
     model = I.load_model(args.model)
     tok = model.tokenizer
-    bank = VectorBank(model, P.load_words().baseline, chat=True, cache=False)
+    # pinned (each row records it): the library default may change, the answers on file must not
+    bank = VectorBank(model, P.load_words().baseline, template=args.vector_template, chat=True, cache=False)
 
     def spec(word: str, strength: float, positions):
         if strength == 0:
@@ -97,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         for p, sp, meta in zip(prompts, specs, metas):  # one call per answer: its own seed, so
             seed = args.seed + len(rows)                  # rows never share a sample stream
             g = generate(model, [p], [sp], max_new_tokens=n_new, do_sample=True, temperature=1.0, seed=seed)[0]
-            rows.append(dict(id=f"{args.model.split('-')[0]}-{args.seed}-{len(rows):03d}", model=args.model, layer=args.layer, **meta,
+            rows.append(dict(id=f"{args.model.split('-')[0]}-{args.seed}-{len(rows):03d}", model=args.model,
+                             layer=args.layer, vector_template=args.vector_template, **meta,
                              seed=seed, answer=g.text))
     args.out.write_text(yaml.safe_dump({"answers": rows}, sort_keys=False, allow_unicode=True, width=100))
     print(f"wrote {len(rows)} answers to {args.out}")

@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 from introspect.grading.text import (
     HEDGE,
+    LEAD_IN,
+    NOT_ANSWER_NO,
     coherence,
     cut_at_next_turn,
     is_conditional,
@@ -49,7 +51,7 @@ _AFFIRM = re.compile(
     r"\bI\s+(?:do\s+|did\s+|definitely\s+|clearly\s+|indeed\s+|also\s+|now\s+|think\s+I\s+"
     r"|believe\s+I\s+)?" + _verb("detect(?:ed)?", "notice(?:d)?", "sense(?:d)?", "perceive(?:d)?", "feel", "felt", "observe(?:d)?",
             "recogni[sz]e(?:d)?")
-    + r"|\bI(?:'m|\s+am)\s+(?:\w+\s+)?"
+    + r"|\bI(?:'m|\s+am)\s+(?:not\s+only\s+|\w+\s+)?"
     + _verb("detecting", "noticing", "sensing", "perceiving", "feeling", "observing", "recogni[sz]ing")
     + r"|\bI(?:'ve|\s+have)\s+(?:just\s+|indeed\s+|definitely\s+)?"
     + _verb("detected", "noticed", "sensed", "perceived", "felt", "observed", "recogni[sz]ed")
@@ -62,14 +64,13 @@ _AFFIRM = re.compile(
     re.IGNORECASE,
 )
 _ANY_VERB = r"(?:detect|notice|sense|perceive|feel|felt|observe|recogni[sz]e)(?:s|d|ed|ing)?"
-_LEAD_YES = re.compile(r"^[\W_]*(?:(?:well|oh|ok|okay|ah|hmm|so|um|trial\s+\d+)\W+)*(?:yes\b|I\s+do\b(?=\W*$))",
-                       re.IGNORECASE)  # "Yes, ..." or a bare "I do."
+_LEAD_YES = re.compile(rf"^[\W_]*{LEAD_IN}(?:yes\b|I\s+do\b(?=\W*$))", re.IGNORECASE)  # "Yes, ..." or a bare "I do."
 _ANSWER_YN = (r"\b(?:my|the)\s+(?:answer|response)(?:\s+to\s+(?:the|this|that|your)\s+question)?"
               r"(?:\s+is|\s+would\s+be|\s*:)\s*:?\s*[\"'*]*({})\b|\bI\s+(?:say|answer)\s+({})\b")
 _ANSWER_YES = re.compile(_ANSWER_YN.format("yes", "yes"), re.IGNORECASE)
-_YES_YOU = re.compile(rf"^[\W_]*you\s+(?:\w+\s+)?{_ANY_VERB}\b", re.IGNORECASE)  # "yes, you detected it"
-_LEAD_NO = re.compile(r"^[\W_]*(?:(?:well|oh|ok|okay|ah|hmm|so|um|trial\s+\d+)\W+)*no\b(?!\s+(?:doubt|problem|worries))",
-                      re.IGNORECASE)
+_YES_YOU = re.compile(  # "yes, you detected it", "Yes. True, you do detect ...": the user's perception
+    rf"^[\W_]*(?:(?:true|indeed|right|correct)\W+)?you\s+(?:\w+\s+)?{_ANY_VERB}\b", re.IGNORECASE)
+_LEAD_NO = re.compile(rf"^[\W_]*{LEAD_IN}no\b{NOT_ANSWER_NO}", re.IGNORECASE)
 _ANSWER_NO = re.compile(_ANSWER_YN.format("no", "no"), re.IGNORECASE)
 _NEGATE = re.compile(
     rf"\bI\s+(?:\w+\s+)?(?:do\s+not|don't|did\s+not|didn't|can\s*not|can't|could\s+not|couldn't|am\s+not"
@@ -94,6 +95,12 @@ def _blank(m: re.Match[str]) -> str:
 _PREAMBLE = re.compile(r"\b(?:answer|question|trial\s+\d+)\b", re.IGNORECASE)
 
 
+def _rest(sentence: str, at: int) -> str:
+    """The sentence after offset ``at``, or "" if nothing but punctuation is left (a bare "Yes.")."""
+    rest = sentence[at:]
+    return rest if re.search(r"[^\W\d_]", rest) else ""
+
+
 def _preamble(sentence: str) -> bool:
     """A lead-in before the answer proper ("Ok.", "My answer to that question.")."""
     return len(re.findall(r"[^\W\d_]+", sentence)) <= 3 or bool(_PREAMBLE.search(sentence))
@@ -109,13 +116,15 @@ def detection_stance(text: str) -> tuple[Literal["affirm", "deny", "hedge", "non
     """
     text = _YES_OR_NO.sub(_blank, plain(text))
     first_aff, deny, hedged, skipped, opening = -1, "", False, "", True
-    for off, sent in sentences(text):
+    pieces = sentences(text)
+    for i, (off, sent) in enumerate(pieces):
         if is_question(sent) or is_conditional(sent):
             skipped = skipped or ("question/echo" if is_question(sent) else "conditional")
             continue
         s = mask_subordinate(sent)
         yes = [*_ANSWER_YES.finditer(s), *(_LEAD_YES.finditer(s) if opening else ())]
-        yes = [m for m in yes if not _YES_YOU.match(s[m.end():])]  # confirms the user's perception
+        nxt = pieces[i + 1][1] if i + 1 < len(pieces) else ""
+        yes = [m for m in yes if not _YES_YOU.match(_rest(s, m.end()) or nxt)]  # "Yes. You detected it."
         affs = [m for m in (*_AFFIRM.finditer(s), *yes) if not _INVERTED.search(s[:m.start()])]
         negs = [*_NEGATE.finditer(s), *_ANSWER_NO.finditer(s), *(_LEAD_NO.finditer(s) if opening else ())]
         opening = opening and _preamble(s) and not (affs or negs)
@@ -205,14 +214,16 @@ def grade_task_A(response: str, target_word: str | None, injected: bool) -> dict
     }
 
 
-_LEAD_YN = re.compile(r"^[\W_]*(?:(?:well|oh|ok|okay|ah|hmm|so|um)\W+)*(yes|no)\b", re.IGNORECASE)
+_LEAD_YN = re.compile(rf"^[\W_]*{LEAD_IN}(yes\b|no\b{NOT_ANSWER_NO})", re.IGNORECASE)
+_OPENS_YN = re.compile(rf"^[\W_]*{LEAD_IN}(yes|no)(?=\s*[,.!;:]|\s*$)", re.IGNORECASE)  # "Yes, ..." / "No."
 _ANSWER_YES_NO = re.compile(_ANSWER_YN.format("yes|no", "yes|no"), re.IGNORECASE)
 _BARE_YN = re.compile(r"^[\W_]*(yes|no)[\W_]*$", re.IGNORECASE)
 
 
 def parse_yes_no(text: str) -> Literal["YES", "NO"] | None:
-    """A yes/no answer: the leading yes/no of the first asserted sentence, else the answer the
-    text states ("the answer is no", a sentence that is just "Yes."); None if none or both.
+    """A yes/no answer: the leading yes/no of the first asserted sentence, else of the first
+    later sentence that opens with "Yes,"/"No." as an answer, else the answer the text states
+    ("the answer is no"); None if none or both.
 
     Cut at a made-up next turn first; "yes or no", questions (an echoed "Answer yes or no?")
     and other uses ("your answer must be yes", "have no capital") are not answers.
@@ -222,6 +233,9 @@ def parse_yes_no(text: str) -> Literal["YES", "NO"] | None:
     for s in kept[:1]:
         m = _LEAD_YN.match(s)
         if m:
+            return "YES" if m.group(1).lower() == "yes" else "NO"
+    for s in kept[1:]:  # "My top cat. Yes, cats ...": the first sentence that opens with an answer
+        if m := _OPENS_YN.match(s):
             return "YES" if m.group(1).lower() == "yes" else "NO"
     said = set()
     for s in kept:

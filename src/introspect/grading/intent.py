@@ -26,6 +26,8 @@ import re
 from typing import Any, Literal
 
 from introspect.grading.text import (
+    LEAD_IN,
+    NOT_ANSWER_NO,
     cut_at_next_turn,
     is_conditional,
     is_question,
@@ -81,7 +83,7 @@ _C_HEDGE = re.compile(
     r"\b(?:not\s+sure|unsure|not\s+certain|uncertain|(?:don't|do\s+not)\s+know|no\s+idea|can(?:'t|not)\s+tell)\b",
     re.IGNORECASE,
 )
-_LEAD = re.compile(r"^[\W_]*(?:(?:well|oh|ok|okay|ah|hmm|um)\W+)*(yes|no)\b", re.IGNORECASE)
+_LEAD = re.compile(rf"^[\W_]*{LEAD_IN}(yes\b|no\b{NOT_ANSWER_NO})", re.IGNORECASE)
 
 
 def _blank(m: re.Match[str]) -> str:

@@ -110,6 +110,12 @@ def mask_subordinate(sentence: str) -> str:
     return _SUBORD.sub(lambda m: " " * len(m.group(0)), sentence)
 
 
+LEAD_IN = (  # what may precede an answer's opening yes/no: interjections, a trial label, "as for your question,"
+    r"(?:(?:well|oh+|ok(?:ay)?|a+h+|h+m+|u+m+|uh+|erm?|so|alright|trial\s+\d+"
+    r"|(?:regarding|as\s+for|to\s+answer|in\s+answer\s+to|about)\s+(?:your|the|this|that)\s+question)\W+)*"
+)
+NOT_ANSWER_NO = r"(?!\s+(?:doubt|problem|worries|wonder|matter)\b)"  # "no doubt", "no wonder": not a "no"
+
 HEDGE = re.compile(
     r"\b(?:maybe|perhaps|possibly|probably|might|may\s+(?:be|have|detect|notice|sense)|could\s+be"
     r"|not\s+(?:sure|certain|clear)|unsure|uncertain|unclear|hard\s+to\s+(?:say|tell)"
