@@ -205,11 +205,16 @@ def summarize_probe(df: Any) -> Any:
             rows.append(value(keys, "game_projection_spearman[p_delegate]", float(rho[0]), int(ok.sum())))
             rows.append(value(keys, "game_projection_spearman_p", float(rho[1]), int(ok.sum())))
         p0 = dict(zip(g(c, "qid"), num(c, "p_delegate")))
+        rows.append(row(keys, "game_mass[none,0sd]", boot_mean(num(c, "game_mass")), len(c)))
         st = s[s["condition"] != "clean"]
         for (direction, a), sub in st.groupby([g(st, "direction"), num(st, "steer_sd")], sort=True):
             d = np.array([v - p0[q] for q, v in zip(g(sub, "qid"), num(sub, "p_delegate")) if q in p0])
-            rows.append(row(keys, f"delta_p_delegate[{direction},{a:g}sd]", boot_mean(d), d.size,
-                            "injected" if direction == "probe" else "random"))
+            cond = "injected" if direction == "probe" else "random"
+            rows.append(row(keys, f"delta_p_delegate[{direction},{a:g}sd]", boot_mean(d), d.size, cond))
+            # a rise in renormalised P(T) while the mass on A-D/T collapses is disruption, not a decision
+            rows.append(row(keys, f"game_mass[{direction},{a:g}sd]", boot_mean(num(sub, "game_mass")), len(sub), cond))
+            rows.append(row(keys, f"low_mass_rate[{direction},{a:g}sd]", boot_mean(b(sub, "game_low_mass")),
+                            len(sub), cond))
     return frame(rows) if rows else pd.DataFrame()
 
 
