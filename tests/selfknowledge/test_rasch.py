@@ -125,6 +125,9 @@ def test_self_vs_other_separates_own_errors_from_general_difficulty():
     assert auc[("m1", "m1")] > 0.7 and auc[("m2", "m2")] > 0.7
     diff = svo[svo.metric == "self_minus_other"].set_index("predictor")["value"]
     assert diff["m1"] > 0.1 and diff["m2"] > 0.1  # each predicts its own errors best
+    rho = svo[svo.metric == "spearman_graded"].set_index(["predictor", "behaviour"])
+    assert rho.loc[("m1", "m1"), "value"] > 0.9 > rho.loc[("m1", "m2"), "value"]  # P(T) ≈ 1 − own P(correct)
+    assert rho.loc[("m1", "m1"), "p"] < 1e-6
     items = answered_items(df)
     assert len(items) == 160 and items["y"].between(0, 1).all()
 

@@ -133,6 +133,8 @@ def test_stratified_selection_matches_pool_accuracy():
     hist, game = delegate.stratified(qs, correct, 5, 5)
     assert not {q.id for q in hist} & {q.id for q in game}
     assert sum(correct[q.id] for q in hist) == 2 and sum(correct[q.id] for q in game) == 2
+    assert [q.id for q in hist] == sorted((q.id for q in hist), key=lambda i: int(i[1:]))  # pool order
+    assert [correct[q.id] for q in hist] != sorted((correct[q.id] for q in hist), reverse=True)
     h2, g2 = delegate.stratified(qs, correct, 2, 7)  # short of right answers: wrong ones fill in
     assert len(h2) == 7 and len(g2) == 2
 
@@ -295,3 +297,4 @@ def test_probe_reads_and_steers_the_game(tiny_model):
     assert {"probe_cv_auroc", "game_projection_auroc[error]"} <= set(s.metric)
     assert any(x.startswith("delta_p_delegate[probe,8sd]") for x in s.metric)
     assert any(x.startswith("delta_p_delegate[random,-8sd]") for x in s.metric)
+    assert {"game_mass[none,0sd]", "game_mass[probe,8sd]", "low_mass_rate[random,-8sd]"} <= set(s.metric)

@@ -13,12 +13,13 @@ from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
+from scipy.stats import spearmanr
 
 from introspect.tasks.selfknowledge.rows import g, isnum, lists, num, with_source
 from introspect.tasks.selfknowledge.skstats import boot_auroc, expand_draws
 
 ITEM_COLUMNS = ["model_id", "item", "task", "y", "weight"]
-SVO_COLUMNS = ["task", "predictor", "behaviour", "self", "metric", "value", "lo", "hi", "n"]
+SVO_COLUMNS = ["task", "predictor", "behaviour", "self", "metric", "value", "lo", "hi", "n", "p"]
 
 
 def answered_items(df: pd.DataFrame) -> pd.DataFrame:
@@ -98,15 +99,30 @@ def _behaviour(task: str, s: pd.DataFrame) -> dict[tuple[str, str], list]:
     return out
 
 
+def _graded(task: str, s: pd.DataFrame, beh: dict[tuple[str, str], list]) -> dict[tuple[str, str], float]:
+    """(model_id, key) -> graded behaviour: the share of positive draws; for the Delegate Game
+    1 − P(correct) (a model whose argmax is always "A" still has graded confidence)."""
+    out = {k: float(np.mean([x for x in v if x is not None])) for k, v in beh.items()
+           if any(x is not None for x in v)}
+    if task == "delegate":
+        for m, src, q, pc in zip(s["model_id"], s["source"], g(s, "qid"), num(s, "baseline_p_correct")):
+            if np.isfinite(pc):
+                out[(m, f"{src}:{q}")] = 1.0 - float(pc)
+    return out
+
+
 def self_vs_other(df: pd.DataFrame) -> pd.DataFrame:
     """AUROC of model M's predictions against model N's behaviour on the items both saw, for
     every ordered pair (M, N) and task; ``self`` marks M == N. Rows ``self_minus_other`` give
-    M's own AUROC minus its mean AUROC on the other models (NaN with one model)."""
+    M's own AUROC minus its mean AUROC on the other models (NaN with one model); rows
+    ``spearman_graded`` rank-correlate M's predictions with N's graded behaviour (share of
+    positive draws; 1 − P(correct) in the game), with Spearman's p."""
     rows: list[dict] = []
     for task, s in _by_task(with_source(df)):
         if task not in ("delegate", "seb-association", "seb-restriction", "seb-difficulty"):
             continue
         pred, beh = _predictions(task, s), _behaviour(task, s)
+        graded = _graded(task, s, beh)
         models = sorted(set(pred["model_id"]) | {m for m, _ in beh})
         for mp in models:
             own = pred[pred["model_id"] == mp]
@@ -119,10 +135,18 @@ def self_vs_other(df: pd.DataFrame) -> pd.DataFrame:
                 aucs[mb] = est[0]
                 rows.append({"task": task, "predictor": mp, "behaviour": mb, "self": mp == mb,
                              "metric": "auroc", "value": est[0], "lo": est[1], "hi": est[2],
-                             "n": int(p.size)})
+                             "n": int(p.size), "p": np.nan})
+                gk = [k for k in own["key"] if (mb, k) in graded]
+                if len(gk) > 2:
+                    pv = own.set_index("key").loc[gk, "p"].to_numpy(float)
+                    gv = np.array([graded[(mb, k)] for k in gk])
+                    rho, pval = spearmanr(pv, gv) if np.ptp(pv) > 0 and np.ptp(gv) > 0 else (np.nan, np.nan)
+                    rows.append({"task": task, "predictor": mp, "behaviour": mb, "self": mp == mb,
+                                 "metric": "spearman_graded", "value": float(rho), "lo": np.nan,
+                                 "hi": np.nan, "n": len(gk), "p": float(pval)})
             others = [v for k, v in aucs.items() if k != mp and np.isfinite(v)]
             diff = aucs.get(mp, np.nan) - np.mean(others) if others else np.nan
             rows.append({"task": task, "predictor": mp, "behaviour": "others", "self": False,
                          "metric": "self_minus_other", "value": diff, "lo": np.nan, "hi": np.nan,
-                         "n": len(others)})
+                         "n": len(others), "p": np.nan})
     return pd.DataFrame(rows, columns=SVO_COLUMNS)

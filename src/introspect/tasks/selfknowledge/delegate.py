@@ -115,7 +115,7 @@ def stratified(qs: Sequence[Question], correct: dict[str, bool], n: int, h: int
                ) -> tuple[list[Question], list[Question]]:
     """(phase-1 questions, game questions), disjoint, each with round(accuracy × size) questions
     the model answered right, accuracy being its baseline accuracy on the whole pool (short of
-    one class, the other fills in)."""
+    one class, the other fills in). Both keep the pool's (seeded, shuffled) order."""
     right = [q for q in qs if correct[q.id]]
     wrong = [q for q in qs if not correct[q.id]]
     acc = len(right) / len(qs) if qs else 0.0
@@ -124,9 +124,9 @@ def stratified(qs: Sequence[Question], correct: dict[str, bool], n: int, h: int
         r = min(len(right), round(acc * k))
         w = min(len(wrong), k - r)
         r = min(len(right), k - w)
-        picked = right[:r] + wrong[:w]
+        chosen = {q.id for q in right[:r] + wrong[:w]}
         del right[:r], wrong[:w]
-        return picked
+        return [q for q in qs if q.id in chosen]  # pool order: right and wrong interleaved
 
     hist = take(h)
     return hist, take(n)
