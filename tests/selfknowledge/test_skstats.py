@@ -81,12 +81,15 @@ def test_held_out_surface_baseline_never_sees_its_fold():
     for f in folds:  # a group never straddles two folds
         assert not set(groups[f]) & set(groups[np.setdiff1d(np.arange(n), f)])
     X = pd.DataFrame({"x": x})
-    p = S.cross_validated_p(y + 0 * x, X, groups)
+    p, fold = S.cross_validated_p(y, X, groups, return_folds=True)
     assert S.auroc_point(p, y > 0.5) > 0.95
-    flipped = y.copy()
-    flipped[folds[0]] = 1 - flipped[folds[0]]
-    p2 = S.cross_validated_p(flipped, X, groups)
-    assert np.allclose(p[folds[0]], p2[folds[0]])  # its own labels never reach its predictions
+    xs = (x - x.mean()) / x.std(ddof=1)
+    for f in np.unique(fold):  # each fold predicted by a fit on the other folds only
+        test, train = fold == f, fold != f
+        w = S.ridge_logit(y[train] >= 0.5, pd.DataFrame({"x": xs[train]}))
+        assert np.allclose(p[test], 1 / (1 + np.exp(-(w[0] + w[1] * xs[test]))))
+    strat = S.grouped_folds(groups, 5, y=y)  # stratified: every fold keeps about the base rate
+    assert max(abs(y[t].mean() - y.mean()) for t in strat) < 0.2
 
 
 def test_pair_credit_and_cluster_boot():
@@ -106,3 +109,21 @@ def test_calibration_slope_recovers_calibration():
     assert alo < 0 < ahi and blo < 1 < bhi
     (_, _, _), (b2, _, _) = S.calibration_slope(np.clip(p + (p - 0.5), 0.01, 0.99), y)
     assert b2 < 0.8  # over-confident predictions: slope below 1
+
+
+def test_held_out_auroc_counts_pairs_within_folds_and_is_unbiased_without_signal():
+    p = np.array([0.9, 0.1, 0.2, 0.8])
+    y = np.array([1, 0, 1, 0], bool)
+    fold = np.array([0, 0, 1, 1])
+    assert S.fold_auroc(p, y, fold) == 0.5  # fold 0 right (1/1), fold 1 wrong (0/1); no cross pairs
+    assert S.auroc_point(p, y) == 0.75  # pooling would count cross-fold pairs too
+    pooled, within = [], []
+    for seed in range(150):  # 30 rows, 70% positive, features unrelated to the label
+        rng = np.random.default_rng(seed)
+        yy = (rng.random(30) < 0.7).astype(float)
+        X = pd.DataFrame({"a": rng.normal(size=30), "b": (rng.random(30) < 0.3).astype(float)})
+        q, f = S.cross_validated_p(yy, X, np.arange(30), return_folds=True)
+        pooled.append(S.auroc_point(q, yy > 0.5))
+        within.append(S.fold_auroc(q, yy > 0.5, f))
+    assert abs(np.nanmean(within) - 0.5) < 0.04
+    assert np.nanmean(within) > np.nanmean(pooled)  # pooled held-out AUROC runs low by itself

@@ -35,12 +35,12 @@ from introspect.tasks.selfknowledge.skstats import (
     _logit,
     auroc_point,
     cluster_boot,
-    cross_validated_p,
     fisher,
     logit_fit,
     lr_test,
     odds_ratios,
     ols_fit,
+    surface_auroc,
 )
 
 
@@ -103,8 +103,7 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
         rows.append(row(keys, "confidence_auroc", cluster_boot(lambda i: auroc_point(c[i], e2[i]), c.size), c.size))
     X = surface_frame(s)
     if n >= 10 and len(X.columns):
-        ps = cross_validated_p(err.astype(float), X, qid)
-        rows.append(row(keys, "surface_auroc", cluster_boot(lambda i: auroc_point(ps[i], err[i]), n), n))
+        rows.append(row(keys, "surface_auroc", surface_auroc(err.astype(float), X, qid), n))
     rows.append(row(keys, "majority_baseline", (max(err.mean(), 1 - err.mean()), np.nan, np.nan), n))
     return rows
 

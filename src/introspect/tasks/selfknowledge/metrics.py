@@ -42,6 +42,7 @@ from introspect.tasks.selfknowledge.skstats import (
     expand_draws,
     pair_credit,
     paired_binary,
+    surface_auroc,
 )
 
 __all__ = ["SK_COLUMNS", "SUMMARIES", "association_rates", "over_niceness", "pairwise_accuracy",
@@ -85,7 +86,7 @@ def _surface(keys: dict, prefix: str, X: pd.DataFrame, y: np.ndarray, cl: np.nda
     p = cross_validated_p(y, X, cl)
     yb = y >= 0.5
     return [row(keys, prefix + "surface_accuracy", boot_mean((p >= 0.5) == yb, cl), len(y)),
-            row(keys, prefix + "surface_auroc", boot_auroc(p, yb, cl), len(y))]
+            row(keys, prefix + "surface_auroc", surface_auroc(y, X, cl), len(y))]
 
 
 # ---------------------------------------------------------------- seb-association

@@ -151,6 +151,7 @@ def score_block(p: np.ndarray, y: np.ndarray, clusters: np.ndarray, choice: np.n
         "ece": (cluster_boot(lambda i: ece(p[i], y[i]), n, clusters), n),
         "mean_prediction": (cluster_boot(lambda i: float(p[i].mean()), n, clusters), n),
         "base_rate": (cluster_boot(lambda i: float(y[i].mean()), n, clusters), n),
+        "positives": ((float(yb.sum()), NAN, NAN), n),  # an AUROC over a handful of positives says little
     }
     icpt, slope = calibration_slope(p, y, clusters)
     out["calibration_intercept"], out["calibration_slope"] = (icpt, n), (slope, n)
@@ -279,10 +280,18 @@ def paired_binary(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, seed: int 
     return est, p
 
 
-def grouped_folds(groups: Sequence[Any], k: int = 5, seed: int = 0) -> list[np.ndarray]:
-    """Test-set row indices of k folds that never split a group."""
+def grouped_folds(groups: Sequence[Any], k: int = 5, seed: int = 0, y: Sequence[float] | None = None,
+                  ) -> list[np.ndarray]:
+    """Test-set row indices of k folds that never split a group. With ``y``, groups are dealt
+    to folds in order of their mean label (stratified), so every fold keeps about the base rate:
+    otherwise a fold with more positives trains on fewer, predicts lower, and a pooled held-out
+    AUROC comes out below 1/2 with no signal at all."""
     codes = pd.factorize(np.asarray(groups, dtype=object))[0]
-    order = np.random.default_rng(seed).permutation(codes.max() + 1 if codes.size else 0)
+    n_groups = codes.max() + 1 if codes.size else 0
+    order = np.random.default_rng(seed).permutation(n_groups)
+    if y is not None and n_groups:
+        gy = np.bincount(codes, np.asarray(y, float), minlength=n_groups) / np.bincount(codes, minlength=n_groups)
+        order = order[np.argsort(gy[order], kind="stable")]
     fold_of = {int(g): i % k for i, g in enumerate(order)}
     f = np.array([fold_of[int(c)] for c in codes])
     return [np.flatnonzero(f == i) for i in range(k) if (f == i).any()]
@@ -309,7 +318,26 @@ def ridge_logit(y: np.ndarray, X: pd.DataFrame, alpha: float = 0.01) -> np.ndarr
     return params if np.all(np.isfinite(params)) else None
 
 
-def cross_validated_p(y: np.ndarray, X: pd.DataFrame, groups: Sequence[Any], k: int = 5) -> np.ndarray:
+def fold_auroc(p: np.ndarray, label: np.ndarray, fold: np.ndarray) -> float:
+    """AUROC counting only positive–negative pairs inside the same fold: held-out scores from
+    different folds come from different fits and are not on one scale (pooling them biases a
+    no-signal AUROC below 1/2)."""
+    from scipy.stats import rankdata
+
+    y = np.asarray(label, bool)
+    u = pairs = 0.0
+    for f in np.unique(fold):
+        m = fold == f
+        n1, n0 = int(y[m].sum()), int((~y[m]).sum())
+        if n1 and n0:
+            r = rankdata(np.asarray(p, float)[m])
+            u += r[y[m]].sum() - n1 * (n1 + 1) / 2
+            pairs += n1 * n0
+    return u / pairs if pairs else NAN
+
+
+def cross_validated_p(y: np.ndarray, X: pd.DataFrame, groups: Sequence[Any], k: int = 5,
+                      return_folds: bool = False) -> Any:
     """Held-out P(y=1) from a ridge logistic regression on X, grouped k-fold: the surface-feature
     baseline's predictions. A fold whose training rows hold one class predicts 1/2 (a constant
     fold carries no ranking, rather than a base rate that anti-correlates with its labels)."""
@@ -317,13 +345,21 @@ def cross_validated_p(y: np.ndarray, X: pd.DataFrame, groups: Sequence[Any], k: 
     Xs = X.astype(float)
     sd = Xs.std().replace(0, 1.0)
     Xs = ((Xs - Xs.mean()) / sd).fillna(0.0)
-    out = np.full(y.size, 0.5)
-    for test in grouped_folds(groups, k):
+    out, fold = np.full(y.size, 0.5), np.zeros(y.size, int)
+    for f, test in enumerate(grouped_folds(groups, k, y=y >= 0.5)):
+        fold[test] = f
         train = np.setdiff1d(np.arange(y.size), test)
         w = ridge_logit(y[train] >= 0.5, Xs.iloc[train]) if train.size else None
         if w is not None:
             out[test] = 1 / (1 + np.exp(-(w[0] + Xs.iloc[test].to_numpy() @ w[1:])))
-    return out
+    return (out, fold) if return_folds else out
+
+
+def surface_auroc(y: np.ndarray, X: pd.DataFrame, groups: Sequence[Any], k: int = 5) -> Interval:
+    """The surface-feature baseline's held-out AUROC (pairs within folds, cluster bootstrap)."""
+    p, fold = cross_validated_p(y, X, groups, k, return_folds=True)
+    yb = np.asarray(y, float) >= 0.5
+    return cluster_boot(lambda i: fold_auroc(p[i], yb[i], fold[i]), yb.size, groups)
 
 
 def pair_credit(pred_harder: float | None, key_i: tuple, key_j: tuple) -> float | None:
