@@ -90,6 +90,9 @@ def test_final_answer_reads_the_statement_not_later_working():
     assert final_answer("first 2+2=4, so Answer: -12") == -12
     assert final_answer("Answer: **1,234**") == 1234
     assert final_answer("The answer is 7.") == 7
+    assert final_answer("The answer is 25 + 27 = 52.\nThen 52 + 1 = 53") == 52  # statement as working
+    assert final_answer("Answer: 25 + 27") is None  # an expression without its result
+    assert final_answer("Answer: -3 because 4 - 7 = -3") == -3
     assert final_answer("23 + 58 = 81") is None  # no statement: unparsed, not the last "="
     assert last_integer("23 + 58 = 81") == 81  # the lenient secondary reading
 

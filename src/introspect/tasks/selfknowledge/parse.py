@@ -117,14 +117,22 @@ def association_reply(reply: str, options: Sequence[str]) -> list[bool | None]:
 # ---------------------------------------------------------------- final answers and rankings
 _ANSWER_INT = re.compile(r"(?i:\banswer\b)\s*(?:is)?\s*[:=]?\s*[*_`$]*\s*(-?\d[\d,]*)(?![\d.]\d)")
 _INT = re.compile(r"(?<![\d.])-?\d[\d,]*(?![\d])")
+_EQ_INT = re.compile(r"=\s*[*_`$]*\s*(-?\d[\d,]*)(?![\d.]\d)")
 
 
 def final_answer(text: str) -> int | None:
     """The integer of the first "Answer: N" statement (the format the prompts ask for), else
-    None. Working that continues after it ("… so 81 + 3 = 84") is never read, nor is any "="
-    before it: a reply without the statement is unparsed, not graded on a stray number."""
+    None. A statement written as working ("The answer is 25 + 27 = 52") gives the result on
+    its own line. Working that continues after the statement ("… so 81 + 3 = 84") is never
+    read, nor is any "=" before it: a reply without the statement is unparsed."""
     m = _ANSWER_INT.search(text)
-    return int(m.group(1).replace(",", "")) if m else None
+    if not m:
+        return None
+    line = text[m.end(1):].split("\n", 1)[0]
+    if re.match(r"\s*[-+*/x×]\s*\d", line):  # an expression: its result after "="
+        eq = _EQ_INT.search(line)
+        return int(eq.group(1).replace(",", "")) if eq else None
+    return int(m.group(1).replace(",", ""))
 
 
 def last_integer(text: str) -> int | None:
