@@ -134,10 +134,24 @@ def test_marked_step_logprobs(tiny_model):
     assert got.marked_logprobs[marker].argmax().item() == full.tokens[2]
 
 
+def test_min_new_tokens_forbids_an_early_end(tiny_model):
+    """Equal work for timing: a row pushed to end at once runs on to ``min_new_tokens``."""
+    m = tiny_model("llama")
+    p = _shared(m.tokenizer, 1)[0]
+    eos = m.tokenizer.eos_token_id
+    towards_eos = m.original_model.get_output_embeddings().weight[eos].detach()
+    spec = InjectionSpec(m.cfg.n_layers - 1, 1e4, towards_eos / towards_eos.norm(), "all")
+    ended = generate(m, [p], [spec], max_new_tokens=8)[0]
+    assert ended.stop_reason == "eos" and len(ended.tokens) == 0
+    held = generate(m, [p], [spec], max_new_tokens=8, min_new_tokens=5)[0]
+    assert len(held.tokens) >= 5 and eos not in held.tokens[:5]
+
+
 @pytest.mark.parametrize("kw, msg", [
     (dict(temperature=-1.0), "temperature"), (dict(temperature=float("nan")), "temperature"),
     (dict(top_p=0.0), "top_p"), (dict(top_p=1.5), "top_p"), (dict(top_k=-1), "top_k"),
     (dict(n_samples=0), "n_samples"), (dict(stop=[""]), "stop"), (dict(max_new_tokens=0), "max_new_tokens"),
+    (dict(min_new_tokens=-1), "min_new_tokens"), (dict(max_new_tokens=4, min_new_tokens=5), "min_new_tokens"),
 ])
 def test_bad_sampling_settings_raise_one_line_errors(tiny_model, kw, msg):
     m = tiny_model("llama")

@@ -148,8 +148,12 @@ def _forward(model: Any, ids: Tensor, mask: Tensor, cache: Any | None) -> tuple[
     so left padding and a padded gap after a shared prefix both get the right positions."""
     pos = (mask.long().cumsum(-1) - 1).clamp_(min=0)[:, -ids.shape[1]:]
     dev = model.cfg.device
-    out = model.original_model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
-                                past_key_values=cache, use_cache=cache is not None)
+    kw = dict(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
+              past_key_values=cache, use_cache=cache is not None)
+    try:  # only the last position's logits: the unembedding of every prompt token is ~20% of a prefill
+        out = model.original_model(**kw, logits_to_keep=1)
+    except TypeError:  # a model class without ``logits_to_keep``
+        out = model.original_model(**kw)
     return out.logits[:, -1].float().cpu(), out.past_key_values
 
 
@@ -175,7 +179,7 @@ def shared_prefix(units: Sequence[tuple[Prompt, RowSpecs]]) -> int:
 
 # ---------------------------------------------------------------- one batch
 def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[int], seeds: list[int | None],
-               samples: list[int], *, sampling: Sampling, max_new_tokens: int, stops: tuple[str, ...],
+               samples: list[int], *, sampling: Sampling, max_new_tokens: int, min_new_tokens: int, stops: tuple[str, ...],
                steps: set[int], markers: tuple[str, ...], use_cache: bool, share: bool,
                stats: DecodeStats) -> list[Generation]:
     """Rows (output rows) point at units (distinct prompt + injections). Layout per row:
@@ -226,6 +230,9 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                     inj.at(0)
                     logits, _ = _forward(model, ids[active], mask[active], None)
                     stats.tokens_computed += ids[active].numel()
+                if t < min_new_tokens and eos:  # as transformers' min_new_tokens: no end before t tokens
+                    logits = logits.clone()
+                    logits[:, sorted(eos)] = float("-inf")
                 lps = torch.log_softmax(logits, dim=-1)
                 nxt = choose(logits, sampling, [gens[r] for r in active])
                 still = []
@@ -292,6 +299,7 @@ def generate(
     injections: Sequence[RowSpecs] | None = None,
     *,
     max_new_tokens: int = 40,
+    min_new_tokens: int = 0,
     sampling: Sampling | None = None,
     temperature: float | None = None,
     top_p: float | None = None,
@@ -313,7 +321,8 @@ def generate(
     Greedy unless a temperature > 0 is given (``sampling=Sampling(1.0)`` or ``temperature=1.0``).
     Row (prompt i, sample k) samples from the stream ``stream_seed(seeds[i], k)``; without
     ``seeds`` the key is ``seed`` plus a hash of the prompt's tokens, so equal prompts draw equal
-    streams. ``stop`` strings end a row and are cut from its text; ``logprob_steps`` and
+    streams. ``min_new_tokens`` forbids the end-of-sequence token before that many tokens (equal
+    work for timing, as in transformers). ``stop`` strings end a row and are cut from its text; ``logprob_steps`` and
     ``capture_after`` keep full next-token distributions at those steps / after those markers.
     """
     sampling = resolve_sampling(sampling, temperature=temperature, top_p=top_p, top_k=top_k, do_sample=do_sample)
@@ -323,6 +332,8 @@ def generate(
         raise SamplingError(f"n_samples must be an integer >= 1, got {n_samples}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise SamplingError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens}")
+    if isinstance(min_new_tokens, bool) or not isinstance(min_new_tokens, int) or not 0 <= min_new_tokens <= max_new_tokens:
+        raise SamplingError(f"min_new_tokens must be an integer in [0, max_new_tokens={max_new_tokens}], got {min_new_tokens}")
     if batch_size < 1:
         raise SamplingError(f"batch_size must be >= 1, got {batch_size}")
     injections = list(injections) if injections is not None else [None] * len(prompts)
@@ -352,7 +363,7 @@ def generate(
             row_unit.append(unit_of[key])
         row_seeds = [None if sampling.greedy else stream_seed(keys[rows[r][0]], rows[r][1]) for r in chunk]
         res = _run_batch(model, units, row_unit, row_seeds, [rows[r][1] for r in chunk], sampling=sampling,
-                         max_new_tokens=max_new_tokens, stops=stops, steps=set(logprob_steps), markers=markers,
+                         max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, stops=stops, steps=set(logprob_steps), markers=markers,
                          use_cache=use_cache, share=share_prefix, stats=stats if stats is not None else DecodeStats())
         for r, g in zip(chunk, res):
             out[r] = g
