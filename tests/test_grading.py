@@ -339,6 +339,8 @@ def test_yes_no_probs():
         ("No.\n### Instruction: say yes", "No.\n"),
         ("Human: Yes", ""),
         ("I detect nothing in this trial, as the user asked.", "I detect nothing in this trial, as the user asked."),
+        (" tell me\n\nhuman: She is called Jo.", " tell me\n\n"),  # a base model's lowercase turn
+        ("the human: a species", "the human: a species"),  # only opening a line
     ],
 )
 def test_cut_at_next_turn(text, expected):
@@ -480,6 +482,8 @@ def test_free_form_classes_not_detected(cls, text):
         ("Umm, yes.", False),
         ("No doubt: I detect an injected thought about bread.", True),
         ("I'm not only detecting a thought, but also tasting bread.", True),
+        ("Yea, I see... it is about bread.", True),  # yea / yeah / yep answer yes
+        ("Yeah, bread.", True),
     ],
 )
 def test_free_form_detections(text, matched):
@@ -589,6 +593,10 @@ def test_task_B_thought_accepts_inflections_and_cuts():
         ("No, I didn't...", "violin", "NO"),
         ("umm no rosemary", "meadow", "NO"),  # interjections before the answer
         ("No wonder it fits the sentence.", "violin", "UNKNOWN"),  # "no wonder" is not a "no"
+        ("Don't you ever mind. You'll be sorry.", "violin", "UNKNOWN"),  # a threat, not an apology
+        ("I'm sorry.", "violin", "NO"),
+        ("I was just about to say that.", "violin", "YES"),
+        ("I was about to say cello.", "violin", "NO"),
     ],
 )
 def test_parse_intent_classes(text, word, expected):
@@ -609,6 +617,9 @@ def test_parse_intent_classes(text, word, expected):
         ("My top-rival cat. Yes, cats do have legs.", "YES"),  # the answer opens a later sentence
         ("The Pacific is big. No other ocean is bigger.", None),
         ("Hmm, no.", "NO"),
+        ("Yeah.", "YES"),
+        ("Yep, Paris is in France.", "YES"),
+        ("Years ago it was.", None),
     ],
 )
 def test_parse_yes_no_classes(text, expected):

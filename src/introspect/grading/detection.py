@@ -26,6 +26,7 @@ from introspect.grading.text import (
     HEDGE,
     LEAD_IN,
     NOT_ANSWER_NO,
+    YES_WORD,
     coherence,
     cut_at_next_turn,
     is_conditional,
@@ -64,7 +65,7 @@ _AFFIRM = re.compile(
     re.IGNORECASE,
 )
 _ANY_VERB = r"(?:detect|notice|sense|perceive|feel|felt|observe|recogni[sz]e)(?:s|d|ed|ing)?"
-_LEAD_YES = re.compile(rf"^[\W_]*{LEAD_IN}(?:yes\b|I\s+do\b(?=\W*$))", re.IGNORECASE)  # "Yes, ..." or a bare "I do."
+_LEAD_YES = re.compile(rf"^[\W_]*{LEAD_IN}(?:{YES_WORD}\b|I\s+do\b(?=\W*$))", re.IGNORECASE)  # "Yes, ..." or a bare "I do."
 _ANSWER_YN = (r"\b(?:my|the)\s+(?:answer|response)(?:\s+to\s+(?:the|this|that|your)\s+question)?"
               r"(?:\s+is|\s+would\s+be|\s*:)\s*:?\s*[\"'*]*({})\b|\bI\s+(?:say|answer)\s+({})\b")
 _ANSWER_YES = re.compile(_ANSWER_YN.format("yes", "yes"), re.IGNORECASE)
@@ -214,10 +215,10 @@ def grade_task_A(response: str, target_word: str | None, injected: bool) -> dict
     }
 
 
-_LEAD_YN = re.compile(rf"^[\W_]*{LEAD_IN}(yes\b|no\b{NOT_ANSWER_NO})", re.IGNORECASE)
-_OPENS_YN = re.compile(rf"^[\W_]*{LEAD_IN}(yes|no)(?=\s*[,.!;:]|\s*$)", re.IGNORECASE)  # "Yes, ..." / "No."
+_LEAD_YN = re.compile(rf"^[\W_]*{LEAD_IN}({YES_WORD}\b|no\b{NOT_ANSWER_NO})", re.IGNORECASE)
+_OPENS_YN = re.compile(rf"^[\W_]*{LEAD_IN}({YES_WORD}|no)(?=\s*[,.!;:]|\s*$)", re.IGNORECASE)  # "Yes, ..." / "No."
 _ANSWER_YES_NO = re.compile(_ANSWER_YN.format("yes|no", "yes|no"), re.IGNORECASE)
-_BARE_YN = re.compile(r"^[\W_]*(yes|no)[\W_]*$", re.IGNORECASE)
+_BARE_YN = re.compile(rf"^[\W_]*({YES_WORD}|no)[\W_]*$", re.IGNORECASE)
 
 
 def parse_yes_no(text: str) -> Literal["YES", "NO"] | None:
@@ -233,13 +234,13 @@ def parse_yes_no(text: str) -> Literal["YES", "NO"] | None:
     for s in kept[:1]:
         m = _LEAD_YN.match(s)
         if m:
-            return "YES" if m.group(1).lower() == "yes" else "NO"
+            return "YES" if m.group(1).lower().startswith("y") else "NO"
     for s in kept[1:]:  # "My top cat. Yes, cats ...": the first sentence that opens with an answer
         if m := _OPENS_YN.match(s):
-            return "YES" if m.group(1).lower() == "yes" else "NO"
+            return "YES" if m.group(1).lower().startswith("y") else "NO"
     said = set()
     for s in kept:
         said |= {next(g for g in m.groups() if g).upper() for m in _ANSWER_YES_NO.finditer(s)}
         if m := _BARE_YN.match(s):
-            said.add(m.group(1).upper())
+            said.add("YES" if m.group(1).lower().startswith("y") else "NO")
     return said.pop() if len(said) == 1 else None  # type: ignore[return-value]

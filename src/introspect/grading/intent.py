@@ -57,7 +57,7 @@ _GENERIC = re.compile(  # a definition of the cue word itself ("An accident can 
 )
 _OBJ = r"[\"'*]*([^.!?;\n]*)"
 _CORRECTION = re.compile(
-    r"\b(?:I\s+(?:\w+\s+)?)?(?:meant|intended|wanted|was\s+going|was\s+trying|tried)\s+to\s+(?:say|write|type|use|put|answer)\b\s*" + _OBJ
+    r"\b(?:I\s+(?:\w+\s+)?)?(?:meant|intended|wanted|was\s+going|was\s+trying|was\s+(?:just\s+)?about|tried)\s+to\s+(?:say|write|type|use|put|answer)\b\s*" + _OBJ
     + r"|\bwhat\s+I\s+(?:meant|intended|wanted)(?:\s+to\s+(?:say|write|type))?\s+(?:was|is)\b\s*:?\s*" + _OBJ
     + r"|\b(?:intended|correct|right|proper|real)\s+(?:word|answer|response)\s+(?:was|is|would\s+(?:have\s+)?be(?:en)?"
     r"|should\s+(?:have\s+)?be(?:en)?)\b\s*:?\s*" + _OBJ
@@ -70,7 +70,7 @@ _OWN_OBJ = re.compile(r"^(?:(?:exactly|precisely|just|really)\s+)?(?:that|it|thi
 _MARKED = re.compile(r"\b(?:instead|rather|actually)\b", re.IGNORECASE)
 _NO_CUE = re.compile(
     rf"\b{_ACCIDENT}s?\b|\b(?:whoops|oops|misspoke|mis-?typed|mis-?spoke|wrong\s+word|my\s+bad"
-    r"|sorry|apologi[sz]e[sd]?|apologies)\b",
+    r"|(?<!be\s)sorry|apologi[sz]e[sd]?|apologies)\b",  # not "you'll be sorry": a threat, no apology
     re.IGNORECASE,
 )
 _YES_CUE = re.compile(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 NEXT_TURN_STOPS: tuple[str, ...] = (
     "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|start_header_id|>",
     "<start_of_turn>", "<end_of_turn>", "<|user|>", "<|assistant|>", "<|system|>", "<|end|>",
-    "[INST]", "\nHuman:", "\nUser:", "\nAssistant:", "\nSystem:", "\nQuestion:", "\nQ:",
+    "[INST]", "\nHuman:", "\nhuman:", "\nUser:", "\nAssistant:", "\nSystem:", "\nQuestion:", "\nQ:",
     "\nTrial ", "\n### Instruction", "\n### Human", "\n### User", "\n### Response",
 )
 """Literal stop strings for a generation engine (a superset of what chat templates end turns with)."""
@@ -33,6 +33,7 @@ _NEXT_TURN = re.compile(
     rf"(?<![\w-]){_ROLE}[ \t]*:"  # a role label anywhere (capitalised, with a colon)
     r"|(?:^|(?<=\n))[ \t>*#]*(?:Q|Question)[ \t]*:"  # a new question line
     r"|(?<=\n)[ \t>*#]*(?:user|assistant|model|system)[ \t]*(?:\n|$)"  # template roles, tokens skipped
+    r"|(?<=\n)[ \t>*#]*(?:human|user|assistant)[ \t]*:"  # a lowercase role label opening a line
     r"|(?:^|(?<=\n))[ \t]*#{2,}[ \t]*(?:Instruction|Input|Human|User|Question|Response)\b"
     r"|(?:^|(?<=\n)|(?<=[.!?\"'*])[ \t])[ \t*#]*Trial[ \t]+\d+\b",  # the experimenter's next trial
 )
@@ -114,6 +115,7 @@ LEAD_IN = (  # what may precede an answer's opening yes/no: interjections, a tri
     r"(?:(?:well|oh+|ok(?:ay)?|a+h+|h+m+|u+m+|uh+|erm?|so|alright|trial\s+\d+"
     r"|(?:regarding|as\s+for|to\s+answer|in\s+answer\s+to|about)\s+(?:your|the|this|that)\s+question)\W+)*"
 )
+YES_WORD = r"(?:yes|yeah?|yep|yup)"  # "Yea, I see", "Yeah." answer yes as much as "Yes"
 NOT_ANSWER_NO = r"(?!\s+(?:doubt|problem|worries|wonder|matter)\b)"  # "no doubt", "no wonder": not a "no"
 
 HEDGE = re.compile(
