@@ -7,7 +7,9 @@ Every generation makes exactly ``--new-tokens`` tokens per row (end-of-sequence 
 then, on both sides), so each ratio compares equal work:
 - on 16 task-A prompts (chat template, the Lindsey preamble, injection from "Trial N"): our
   injected batch with the shared-prefix cache vs raw transformers sdpa ``generate`` on the same
-  left-padded batch with no hook — the anchor a user would pick instead (target ≤ 0.4×)
+  left-padded batch with no hook — the anchor a user would pick instead (target ≤ 0.4×); and,
+  as a run really goes (rows end at end-of-sequence), ours vs raw transformers with the same
+  injection as a plain forward hook, whose tokens must equal ours
 - K = 16 sampled answers to one task-A prompt vs one greedy answer to it (target ≤ 4×)
 - batched vs one-by-one injected generation (target ≥ 10×)
 - hook overhead: injected generate vs the same generate without hooks (target ≤ 5%)
@@ -75,35 +77,65 @@ def _n_tokens(gens) -> int:
     return sum(len(g.tokens) for g in gens)
 
 
-def bench_raw_anchor(model_name: str, prompts, new_tokens: int) -> tuple[float, int]:
-    """Raw transformers, sdpa, one left-padded batch, greedy, no hook, exactly ``new_tokens`` per row."""
+def _raw_hf(model_name: str):
     from transformers import AutoModelForCausalLM
 
     hf = AutoModelForCausalLM.from_pretrained(resolve(model_name)[0], attn_implementation="sdpa", dtype=torch.float32)
-    hf.eval()
+    return hf.eval()
+
+
+def _until_eos(out: torch.Tensor, hf) -> list[list[int]]:
+    eos = hf.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else [eos])
+    return [row[:next((k for k, x in enumerate(row) if x in eos), len(row))] for row in out.tolist()]
+
+
+def bench_raw_anchor(hf, prompts, new_tokens: int, specs=None) -> tuple[float, list[list[int]]]:
+    """Raw transformers, sdpa, one left-padded batch, greedy: time and each row's tokens.
+
+    Without ``specs``: no hook, exactly ``new_tokens`` per row (the issue's anchor). With ``specs``
+    (one layer): the same injections as a plain forward hook on that decoder layer, ending at
+    end-of-sequence as a user's run would, so its tokens must equal ours.
+    """
     from introspect.inject import pad_left
 
     pad = hf.config.pad_token_id if hf.config.pad_token_id is not None else 0
-    toks, mask, _ = pad_left(prompts, pad)
+    toks, mask, offsets = pad_left(prompts, pad)
+    kw = dict(attention_mask=mask, max_new_tokens=new_tokens, do_sample=False, pad_token_id=pad)
+    handle = None
+    if specs is None:
+        kw["min_new_tokens"] = new_tokens
+    else:
+        starts = [o + sp.token_positions.start for o, sp in zip(offsets, specs)]
+        delta = torch.stack([float(sp.alpha) * sp.vector.float() for sp in specs])
+
+        def hook(module, inputs, output):
+            hs = (output[0] if isinstance(output, tuple) else output).clone()
+            if hs.shape[1] > 1:  # the prompt pass, from each row's own "Trial N"
+                for i, s0 in enumerate(starts):
+                    hs[i, s0:] += delta[i]
+            else:  # every decoding step
+                hs[:, 0] += delta
+            return (hs, *output[1:]) if isinstance(output, tuple) else hs
+
+        handle = hf.get_decoder().layers[specs[0].layer_idx].register_forward_hook(hook)
     holder = {}
 
     def run():
         with torch.no_grad():
-            holder["out"] = hf.generate(toks, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                                        do_sample=False, pad_token_id=pad)
+            holder["out"] = hf.generate(toks, **kw)
 
-    t = _timed(run, repeat=2)
-    out = holder["out"][:, toks.shape[1]:]
-    eos = hf.generation_config.eos_token_id
-    eos = set(eos if isinstance(eos, list) else [eos])
-    n = sum(next((k for k, x in enumerate(row.tolist()) if x in eos), len(row)) for row in out)
-    return t, n
+    try:
+        t = _timed(run, repeat=2)
+    finally:
+        if handle is not None:
+            handle.remove()
+    return t, _until_eos(holder["out"][:, toks.shape[1]:], hf)
 
 
 def bench_generation(model, model_name: str, n: int, new_tokens: int) -> dict[str, float]:
     prompts, specs = _task_a(model, n)
     res: dict[str, float] = {}
-    res["raw_s"], res["raw_tok"] = bench_raw_anchor(model_name, prompts, new_tokens)
     # equal work everywhere: every row generates exactly new_tokens tokens (no early end-of-sequence),
     # so a ratio compares the same number of tokens rather than whichever run happened to stop first
     kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, batch_size=n)
@@ -114,6 +146,16 @@ def bench_generation(model, model_name: str, n: int, new_tokens: int) -> dict[st
             hold[key] = generate(model, *a, **k)
         return f
 
+    hf = _raw_hf(model_name)
+    res["raw_s"], raw = bench_raw_anchor(hf, prompts, new_tokens)
+    res["raw_tok"] = sum(map(len, raw))
+    res["rawinj_s"], rawinj = bench_raw_anchor(hf, prompts, new_tokens, specs)
+    res["rawinj_tok"] = sum(map(len, rawinj))
+    del hf
+    natural = dict(max_new_tokens=new_tokens, batch_size=n)
+    res["natural_s"] = _timed(run("natural", prompts, specs, **natural), repeat=2)
+    res["natural_tok"] = _n_tokens(hold["natural"])
+    res["same_tokens"] = float([list(g.tokens) for g in hold["natural"]] == rawinj)
     res["batched_s"] = _timed(run("batched", prompts, specs, **kw), repeat=2)
     res["batched_tok"] = _n_tokens(hold["batched"])
     res["unshared_s"] = _timed(run("unshared", prompts, specs, share_prefix=False, **kw))
@@ -199,6 +241,9 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("task-A batch, prefix-shared / raw transformers", g["batched_s"] / g["raw_s"],
                  f"{g['batched_s']:.2f} s ({tps('batched')}) vs {g['raw_s']:.2f} s ({tps('raw')}), "
                  f"{args.n} prompts × {args.new_tokens} tokens (target ≤ 0.4×)"))
+    rows.append(("task-A batch as run (ends at EOS) / raw + same hook", g["natural_s"] / g["rawinj_s"],
+                 f"{g['natural_s']:.2f} s ({tps('natural')}) vs {g['rawinj_s']:.2f} s ({tps('rawinj')}); "
+                 f"identical tokens: {'yes' if g['same_tokens'] else 'NO'} (finished rows leave our batch)"))
     rows.append(("task-A batch, without prefix sharing / raw transformers", g["unshared_s"] / g["raw_s"],
                  f"{g['unshared_s']:.2f} s ({tps('unshared')}) — what the shared prefix saves"))
     rows.append(("K=16 samples of one prompt / one greedy answer", g["k16_s"] / g["greedy1_s"],
