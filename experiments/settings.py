@@ -283,6 +283,10 @@ def report(out: Path, summaries: list) -> None:
         csv_path, json_path = write_summary(out)
         dash = write_dashboard(out)
         print(f"\nsummary: {csv_path} {json_path}\ndashboard: {dash}")
+        if "model_id" in table and table["model_id"].nunique() > 1:  # several models: side by side too
+            from experiments import compare
+
+            compare.main([str(out)])
     for s in summaries:
         for task, path in s.files.items():
             print(f"results {task}: {path}")

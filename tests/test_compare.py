@@ -162,6 +162,8 @@ def two_models(tiny_dir, tmp_path_factory):
                        "--alphas", "4", "8", "--n-concepts", "2", "--max-new-tokens", "4",
                        "--option", "n_bias=1", "--out", str(out), "--no-progress"])
         assert rc == 0
+        # a results folder holding several models gets the side-by-side page from the run itself
+        assert (out / "compare.html").exists() == (fam == "qwen2")
     return out
 
 

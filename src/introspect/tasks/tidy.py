@@ -156,6 +156,7 @@ def pair(treated: pd.DataFrame, controls: pd.DataFrame) -> pd.DataFrame:
     out = t.merge(c, on=[f"k:{k}" for k in keys], how="inner")
     if out.empty:
         return out
+    out = out.copy()  # one block per dtype: the merge of wide record frames is fragmented (pandas warns)
     out["concept"] = concepts(out)
     out["prompt"] = [f"{i}|{s}" for i, s in zip(out["k:trial_index"], out["k:extra.sentence"])]
     out["control_id"] = ["|".join(map(str, k)) for k in zip(*(out[f"k:{k}"] for k in keys))]

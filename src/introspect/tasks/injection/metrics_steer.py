@@ -50,10 +50,11 @@ def steering_table(df: pd.DataFrame) -> pd.DataFrame:
     pairs = steering_pairs(df)
     if pairs.empty:
         return pd.DataFrame(columns=TABLE_COLUMNS)
-    pairs = pairs.assign(lp_s=num(col(pairs, "grade.lp_word")),
-                         lp_c=num(col(pairs, "grade.lp_word~c")),
-                         m_s=flag(col(pairs, "grade.mentions"), None),
-                         m_c=flag(col(pairs, "grade.mentions~c"), None))
+    keep = [c for c in ["model_id", "word", *CELL] if c in pairs.columns]
+    pairs = pd.concat([pairs[keep], pd.DataFrame({  # a narrow frame: the paired records are hundreds of columns
+        "lp_s": num(col(pairs, "grade.lp_word")), "lp_c": num(col(pairs, "grade.lp_word~c")),
+        "m_s": flag(col(pairs, "grade.mentions"), None), "m_c": flag(col(pairs, "grade.mentions~c"), None)},
+        index=pairs.index)], axis=1)
     out = []
     for keys, sub in groups(pairs, ["model_id", "word", *CELL]):
         rise = float(np.nanmean(sub["lp_s"] - sub["lp_c"])) if (
