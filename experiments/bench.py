@@ -3,8 +3,8 @@
     python -m experiments.bench [--model NAME] [--n 32] [--skip-cold] [--skip-sweep]
 
 Prints, each as a ratio of two timings taken in this run on this machine, with tokens/s beside it.
-Every generation makes exactly ``--new-tokens`` tokens per row (end-of-sequence suppressed until
-then, on both sides), so each ratio compares equal work:
+Unless a line says otherwise, every generation makes exactly ``--new-tokens`` tokens per row
+(end-of-sequence suppressed until then, on both sides), so each ratio compares equal work:
 - on 16 task-A prompts (chat template, the Lindsey preamble, injection from "Trial N"): our
   injected batch with the shared-prefix cache vs raw transformers sdpa ``generate`` on the same
   left-padded batch with no hook — the anchor a user would pick instead (target ≤ 0.4×); and,
