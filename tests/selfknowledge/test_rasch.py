@@ -4,6 +4,7 @@ carry no information, and the ``experiments.rasch`` CLI (tables, files, one-line
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from pathlib import Path
@@ -91,6 +92,14 @@ def test_correlations_need_three_models():
     c = correlations(ab, sc).iloc[0]
     assert c.n_models == 4 and c.spearman_rho == pytest.approx(0.8)
     assert math.isnan(correlations(ab.iloc[:2], sc.iloc[:2]).iloc[0].pearson_r)
+    # few models: exact permutation p-values (scipy's asymptotic p is 0 for a perfect rank
+    # correlation on three models; exactly 2 of the 6 pairings reach |rho| = 1, so p = 1/3)
+    three = correlations(ab.iloc[:3], sc.iloc[:3].assign(s=[0.1, 0.2, 0.3])).iloc[0]
+    assert three.spearman_rho == pytest.approx(1.0) and three.spearman_p == pytest.approx(1 / 3)
+    assert three.pearson_p == pytest.approx(1 / 3)
+    # four models (rho 0.8): the share of the 24 pairings with |rho| >= 0.8, counted by brute force
+    rhos = [np.corrcoef(p, [0, 2, 1, 3])[0, 1] for p in itertools.permutations(range(4))]
+    assert c.spearman_p == pytest.approx(np.mean(np.abs(rhos) >= 0.8 - 1e-9))
 
 
 # ---------------------------------------------------------------- records of several runs

@@ -112,9 +112,22 @@ def sk_scores(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_dict(out, orient="index").rename_axis("model_id").reset_index()
 
 
+EXACT_MAX_MODELS = 7  # up to 7! = 5,040 pairings: p-values by exact permutation, not asymptotics
+
+
+def _exact_p(x: np.ndarray, y: np.ndarray, stat) -> float:
+    """Two-sided p of ``stat`` over every pairing of x with y. With a handful of models the
+    t approximation is badly wrong (scipy gives p = 0 for ρ = 1 on three models; exact: 1/3)."""
+    from scipy.stats import permutation_test
+
+    return float(permutation_test((x,), lambda a: stat(a, y), permutation_type="pairings",
+                                  n_resamples=np.inf, alternative="two-sided").pvalue)
+
+
 def correlations(abilities: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     """Pearson and Spearman correlation of ability with each score across models (NaN with
-    fewer than three models: two points always fit a line)."""
+    fewer than three models: two points always fit a line); exact permutation p-values for up
+    to ``EXACT_MAX_MODELS`` models."""
     from scipy.stats import pearsonr, spearmanr
 
     d = abilities.merge(scores, on="model_id")
@@ -123,8 +136,13 @@ def correlations(abilities: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
         sub = d[["ability", col]].dropna()
         n = len(sub)
         if n >= 3 and sub[col].nunique() > 1 and sub["ability"].nunique() > 1:
-            pr, sr = pearsonr(sub["ability"], sub[col]), spearmanr(sub["ability"], sub[col])
-            rows.append([col, n, float(pr[0]), float(pr[1]), float(sr[0]), float(sr[1])])
+            x, y = sub["ability"].to_numpy(float), sub[col].to_numpy(float)
+            pr, sr = pearsonr(x, y), spearmanr(x, y)
+            pp, sp = float(pr[1]), float(sr[1])
+            if n <= EXACT_MAX_MODELS:
+                pp = _exact_p(x, y, lambda a, b: pearsonr(a, b)[0])
+                sp = _exact_p(x, y, lambda a, b: spearmanr(a, b)[0])
+            rows.append([col, n, float(pr[0]), pp, float(sr[0]), sp])
         else:
             rows.append([col, n, math.nan, math.nan, math.nan, math.nan])
     return pd.DataFrame(rows, columns=CORR_COLUMNS)
