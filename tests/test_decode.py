@@ -52,6 +52,14 @@ def test_prefix_shared_equals_unshared(tiny_model, family):
     assert [g.tokens for g in ref] == [g.tokens for g in a]
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_prompt_pass_unembeds_only_the_last_position(tiny_model, family):
+    """The decode loop asks for the last position's logits only (a fifth of a prefill otherwise)."""
+    from introspect.decode import _keeps_last_logits
+
+    assert _keeps_last_logits(tiny_model(family).original_model)
+
+
 def test_injection_fires_in_every_decode_step(tiny_model):
     """The field's classic bug: a generated-only injection that silently stops under the KV cache."""
     m = tiny_model("llama")

@@ -150,11 +150,18 @@ def _forward(model: Any, ids: Tensor, mask: Tensor, cache: Any | None) -> tuple[
     dev = model.cfg.device
     kw = dict(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
               past_key_values=cache, use_cache=cache is not None)
-    try:  # only the last position's logits: the unembedding of every prompt token is ~20% of a prefill
-        out = model.original_model(**kw, logits_to_keep=1)
-    except TypeError:  # a model class without ``logits_to_keep``
-        out = model.original_model(**kw)
+    if _keeps_last_logits(model.original_model):  # unembedding every prompt token is ~20% of a prefill
+        kw["logits_to_keep"] = 1
+    out = model.original_model(**kw)
     return out.logits[:, -1].float().cpu(), out.past_key_values
+
+
+def _keeps_last_logits(hf: Any) -> bool:
+    """Whether the HF model's forward takes ``logits_to_keep`` (asked of its signature, not by a
+    failing call, so hooks never fire twice for one step)."""
+    import inspect
+
+    return "logits_to_keep" in inspect.signature(hf.forward).parameters
 
 
 def _new_cache(model: Any) -> Any:
