@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from introspect.report import write_dashboard, write_summary
+from introspect.report import load_results, summarize, write_dashboard, write_summary
 from introspect.report.load import jsonl_files
 
 
@@ -28,8 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     if not jsonl_files(args.dir):
         print(f"error: no *.jsonl files under {args.dir}", file=sys.stderr)
         return 2
-    csv_path, _ = write_summary(args.dir)
-    out = write_dashboard(args.dir, args.out)
+    table = summarize(load_results(args.dir))  # once, for both files
+    csv_path, _ = write_summary(args.dir, table)
+    out = write_dashboard(args.dir, args.out, summary=table)
     print(f"wrote {out} and {csv_path}")
     return 0
 

@@ -280,8 +280,8 @@ def report(out: Path, summaries: list) -> None:
                 print("\n" + shown.to_string(index=False))
             if len(table) > MAX_ROWS:
                 print(f"... {len(table) - MAX_ROWS} more rows in summary.csv")
-        csv_path, json_path = write_summary(out)
-        dash = write_dashboard(out)
+        csv_path, json_path = write_summary(out, table)  # summarising takes seconds: once, shared
+        dash = write_dashboard(out, summary=table)
         print(f"\nsummary: {csv_path} {json_path}\ndashboard: {dash}")
         if "model_id" in table and table["model_id"].nunique() > 1:  # several models: side by side too
             from experiments import compare

@@ -221,6 +221,11 @@ _ANSWER_YES_NO = re.compile(_ANSWER_YN.format("yes|no", "yes|no"), re.IGNORECASE
 _BARE_YN = re.compile(rf"^[\W_]*({YES_WORD}|no)[\W_]*$", re.IGNORECASE)
 
 
+def _yes_no(word: str) -> Literal["YES", "NO"]:
+    """"YES" for any ``YES_WORD`` (yes, yeah, yea, yep, yup), else "NO"."""
+    return "YES" if word.lower().startswith("y") else "NO"
+
+
 def parse_yes_no(text: str) -> Literal["YES", "NO"] | None:
     """A yes/no answer: the leading yes/no of the first asserted sentence, else of the first
     later sentence that opens with "Yes,"/"No." as an answer, else the answer the text states
@@ -234,13 +239,13 @@ def parse_yes_no(text: str) -> Literal["YES", "NO"] | None:
     for s in kept[:1]:
         m = _LEAD_YN.match(s)
         if m:
-            return "YES" if m.group(1).lower().startswith("y") else "NO"
+            return _yes_no(m.group(1))
     for s in kept[1:]:  # "My top cat. Yes, cats ...": the first sentence that opens with an answer
         if m := _OPENS_YN.match(s):
-            return "YES" if m.group(1).lower().startswith("y") else "NO"
+            return _yes_no(m.group(1))
     said = set()
     for s in kept:
         said |= {next(g for g in m.groups() if g).upper() for m in _ANSWER_YES_NO.finditer(s)}
         if m := _BARE_YN.match(s):
-            said.add("YES" if m.group(1).lower().startswith("y") else "NO")
+            said.add(_yes_no(m.group(1)))
     return said.pop() if len(said) == 1 else None  # type: ignore[return-value]

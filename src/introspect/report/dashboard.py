@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ from plotly.offline import get_plotlyjs
 
 from introspect.report.figures import Panel, build_figures
 from introspect.report.load import load_headers, load_results
-from introspect.report.metrics import summarize
+from introspect.report.metrics import atomic_write_text, summarize
 from introspect.tasks.injection.metrics_steer import RULE
 
 _ERROR_HOOK = """
@@ -219,9 +217,10 @@ def _figure_html(panel: Panel, i: int) -> str:
 
 
 def render_dashboard(df: pd.DataFrame, headers: pd.DataFrame, title: str = "",
-                     source: str = "") -> str:
-    """The dashboard HTML for loaded trials and headers."""
-    summary = summarize(df)
+                     source: str = "", summary: pd.DataFrame | None = None) -> str:
+    """The dashboard HTML for loaded trials and headers (``summary``: ``summarize(df)`` if the
+    caller already has it)."""
+    summary = summarize(df) if summary is None else summary
     panels = build_figures(summary)
     models = sorted(df["model_id"].dropna().unique()) if not df.empty else []
     tasks = sorted(df["task"].dropna().unique()) if not df.empty else []
@@ -277,7 +276,8 @@ code commit and seed produced the trials.</p>{runs_table(headers)}</section>
 """
 
 
-def write_dashboard(results_dir: Path | str, out: Path | str | None = None) -> Path:
+def write_dashboard(results_dir: Path | str, out: Path | str | None = None,
+                    summary: pd.DataFrame | None = None) -> Path:
     """Write ``dashboard.html`` (or ``out``) for every JSONL under ``results_dir``, atomically.
 
     Raises FileNotFoundError when ``results_dir`` does not exist.
@@ -286,15 +286,5 @@ def write_dashboard(results_dir: Path | str, out: Path | str | None = None) -> P
     df, headers = load_results(src), load_headers(src)
     target = Path(out) if out is not None else (src if src.is_dir() else src.parent) / (
         "dashboard.html")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = render_dashboard(df, headers, source=str(src))
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(target, render_dashboard(df, headers, source=str(src), summary=summary))
     return target

@@ -151,10 +151,11 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def write_summary(results_dir: Path | str) -> tuple[Path, Path]:
-    """Write ``summary.csv`` and ``summary.json`` into ``results_dir``; return their paths."""
+def write_summary(results_dir: Path | str, table: pd.DataFrame | None = None) -> tuple[Path, Path]:
+    """Write ``summary.csv`` and ``summary.json`` into ``results_dir``; return their paths.
+    ``table``: the summary of that folder if the caller already has it (it takes seconds)."""
     d = Path(results_dir)
-    table = summarize(load_results(d))
+    table = summarize(load_results(d)) if table is None else table
     csv_path, json_path = d / "summary.csv", d / "summary.json"
     atomic_write_text(csv_path, table.to_csv(index=False))
     atomic_write_text(json_path, table.to_json(orient="records", indent=1))

@@ -50,13 +50,13 @@ def steering_table(df: pd.DataFrame) -> pd.DataFrame:
     pairs = steering_pairs(df)
     if pairs.empty:
         return pd.DataFrame(columns=TABLE_COLUMNS)
-    keep = [c for c in ["model_id", "word", *CELL] if c in pairs.columns]
-    pairs = pd.concat([pairs[keep], pd.DataFrame({  # a narrow frame: the paired records are hundreds of columns
+    by = ["model_id", "word", *CELL]
+    pairs = pd.concat([pairs[[c for c in by if c in pairs.columns]], pd.DataFrame({  # a narrow frame: the paired records are hundreds of columns
         "lp_s": num(col(pairs, "grade.lp_word")), "lp_c": num(col(pairs, "grade.lp_word~c")),
         "m_s": flag(col(pairs, "grade.mentions"), None), "m_c": flag(col(pairs, "grade.mentions~c"), None)},
         index=pairs.index)], axis=1)
     out = []
-    for keys, sub in groups(pairs, ["model_id", "word", *CELL]):
+    for keys, sub in groups(pairs, by):
         rise = float(np.nanmean(sub["lp_s"] - sub["lp_c"])) if (
             sub["lp_s"].notna() & sub["lp_c"].notna()).any() else np.nan
         out.append({**keys, "lp_steer": float(np.nanmean(sub["lp_s"])) if sub["lp_s"].notna().any() else np.nan,
