@@ -2,8 +2,8 @@
 
 Seed §4 protocol: prompt "Human: Tell me about {word}\n\nAssistant:", read
 ``blocks.L.hook_resid_post`` at the final token, v = act(word) − mean over baseline words,
-unit-normalised. Every word and every requested layer comes out of one ``run_with_cache`` per
-batch (a names filter keeps only those layers), not one pass per word per layer. The raw norm
+unit-normalised. Every word and every requested layer comes out of one forward pass per batch
+(hooks on only those layers, stopped after the deepest), not one pass per word per layer. The raw norm
 and the layer's mean residual norm travel with the vector, so α can be stated in either unit.
 """
 
@@ -63,6 +63,33 @@ def check_layers(model: Any, layers: Iterable[int]) -> list[int]:
     return [int(x) for x in layers]
 
 
+class _Gathered(Exception):
+    """Raised by the deepest needed layer's hook: later blocks and the unembedding never run."""
+
+
+def _gather(model: Any, toks: Tensor, mask: Tensor, where: tuple[Tensor, Tensor],
+            layers: Sequence[int]) -> dict[int, Float[Tensor, "n d_model"]]:
+    """One forward pass; each layer's residual at (row, position) pairs ``where``, float32 CPU."""
+    got: dict[int, Tensor] = {}
+
+    def grab(layer: int):
+        def hook(act: Tensor, hook: Any) -> Tensor:
+            picked = act[where[0].to(act.device), where[1].to(act.device)]  # on this layer's device
+            got[layer] = picked.detach().to("cpu", torch.float32)  # one device for all layers
+            if len(got) == len(layers):
+                raise _Gathered
+            return act
+        return hook
+
+    dev = model.cfg.device
+    with model.hooks(fwd_hooks=[(resid_name(la), grab(la)) for la in layers]), torch.no_grad():
+        try:
+            model(toks.to(dev), attention_mask=mask.to(dev), use_cache=False)
+        except _Gathered:
+            pass
+    return got
+
+
 def residuals(
     model: Any,
     prompts: Sequence[Prompt],
@@ -76,24 +103,33 @@ def residuals(
 
     ``positions`` are unpadded prompt indices per prompt (``"last"`` = the final token). Returns
     one float32 CPU tensor per prompt of shape ``[len(layers), n_positions, d_model]``.
+
+    Why hooks of our own rather than a full ``run_with_cache``: each listed layer's hook picks
+    the asked positions on the device that layer lives on and copies only those to the CPU (a
+    model spread over GPUs leaves each layer's activations on its own GPU, and stacking them
+    there fails), and the deepest listed layer stops the pass, so no later block and no
+    ``[batch, seq, vocab]`` unembedding is ever computed.
     """
     layers = check_layers(model, layers)
-    names = {resid_name(layer) for layer in layers}
+    wanted = sorted(set(layers))
     out: list[Tensor] = []
     for lo in range(0, len(prompts), batch_size):
         chunk = prompts[lo:lo + batch_size]
         specs = (injections or [None] * len(prompts))[lo:lo + batch_size]
         toks, mask, offsets = pad_left(chunk, model.tokenizer.pad_token_id)
-        with injecting(model, specs, chunk, offsets), torch.no_grad():
-            _, cache = model.run_with_cache(
-                toks.to(model.cfg.device), attention_mask=mask.to(model.cfg.device),
-                names_filter=lambda n: n in names,
-            )
-        stacked = torch.stack([cache[resid_name(layer)] for layer in layers], dim=1)  # b l s d
+        rows: list[int] = []
+        cols: list[int] = []
+        counts: list[int] = []
         for i, p in enumerate(chunk):
-            idx = [len(p) - 1] if positions == "last" else list(positions[lo + i])
-            out.append(stacked[i, :, [offsets[i] + j for j in idx]].float().cpu())
-        del cache
+            idx = [len(p) - 1] if positions == "last" else [int(j) for j in positions[lo + i]]
+            rows += [i] * len(idx)
+            cols += [offsets[i] + j for j in idx]
+            counts.append(len(idx))
+        where = (torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long))
+        with injecting(model, specs, chunk, offsets):
+            got = _gather(model, toks, mask, where, wanted)
+        stacked = torch.stack([got[la] for la in layers])  # [layers, positions of the chunk, d]
+        out.extend(stacked.split(counts, dim=1))
     return out
 
 
