@@ -162,6 +162,7 @@ def _delegate_grades(n: int = 120, seed: int = 0, fb: bool = False) -> list[dict
         acc = 0.2 if i % 2 else 0.8
         out.append({"qid": f"q{q}", "baseline_correct": correct, "baseline_parse_ok": True,
                     "baseline_p_correct": 0.7 if correct else 0.3, "entropy": ent,
+                    "game_entropy": ent + float(rng.normal(0, 0.2)),
                     "delegated": deleg, "delegated_text": deleg, "game_parse_ok": True,
                     "game_correct": (not deleg) and correct, "team_correct": deleg or correct,
                     "team_expected": acc if deleg else float(correct), "teammate_accuracy": acc,
@@ -195,10 +196,72 @@ def test_delegate_summary_detects_introspection_and_keeps_feedback_apart():
     assert {"arith:all", "arith:all+feedback"} <= set(s.variant)  # never pooled together
     orr = _get(s, "odds_ratio[baseline_error]", "arith:all")
     assert orr.value > 1 and orr.lo <= orr.value <= orr.hi and orr.n == 120
+    assert _get(s, "clustered_wald_p[baseline_error]", "arith:all").value < 0.01
     assert _get(s, "p_delegate_diff[0.8-0.2]", "arith:all").n == 60  # paired by question
-    assert _get(s, "lr_p[baseline_error|controls]", "arith:all").value < 0.01
-    assert {"delta_bic[correct-entropy]", "logit_p_delegate_coef[entropy_z]",
-            "other_modelling_or_per_0.1", "surface_auroc", "confidence_auroc"} <= set(s.metric)
+    # likelihoods only on one row per question: none on the pooled copies
+    pooled = s[s.variant.str.startswith("arith:all")]
+    assert not pooled.metric.str.contains("lr_|delta_bic").any()
+    assert _get(s, "delta_bic[correct-entropy]", v).n == 60
+    assert _get(s, "lr_p[baseline_error|surface]", v).value < 0.01
+    assert {"logit_p_delegate_coef[entropy_z]", "surface_auroc", "confidence_auroc",
+            "game_entropy_auroc[error]"} <= set(s[s.variant == v].metric)
+    assert "other_modelling_or_per_0.1" in set(pooled.metric)
+
+
+def _loglik(y, X):
+    """Maximum log-likelihood of a logistic regression y ~ 1 + X, fitted here with scipy."""
+    from scipy.optimize import minimize
+
+    A = np.column_stack([np.ones(len(y)), X])
+
+    def nll(w):
+        t = A @ w
+        return float(np.sum(np.logaddexp(0, t) - y * t))
+
+    return -minimize(nll, np.zeros(A.shape[1]), method="BFGS", options={"gtol": 1e-9}).fun
+
+
+def test_delegate_lr_and_delta_bic_by_hand():
+    """On one row per question: the LR statistic of delegated ~ error is the G statistic of
+    the 2×2 table, and ΔBIC(correct − entropy) is −2 ll + 2 ln n of each one-predictor logit
+    (the error logit's maximum likelihood in closed form from the table's cell shares)."""
+    from scipy.stats import chi2
+
+    rng = np.random.default_rng(3)
+    n = 40
+    err = np.array([i % 3 == 0 for i in range(n)])
+    ent = np.where(err, 1.0, 0.4) + rng.normal(0, 0.3, n)
+    deleg = np.array([bool(rng.random() < (0.7 if e else 0.2)) for e in err])
+    grades = [{"qid": f"q{i}", "baseline_correct": not err[i], "delegated": bool(deleg[i]),
+               "entropy": float(ent[i]), "game_entropy": float(ent[i] + rng.normal(0, 0.1)),
+               "teammate_accuracy": 0.5, "p_delegate": 0.6 if deleg[i] else 0.3} for i in range(n)]
+    s = M.summarize_delegate(_df("delegate", grades, "arith:teammate=0.5"))
+    y = deleg.astype(float)
+    ll_err = sum(((deleg == d) & (err == e)).sum() * np.log(((deleg == d) & (err == e)).sum() / (err == e).sum())
+                 for d in (True, False) for e in (True, False) if ((deleg == d) & (err == e)).any())
+    m = y.mean()
+    ll0 = n * (m * np.log(m) + (1 - m) * np.log(1 - m))
+    assert _get(s, "lr_test_p[delegated~error]").value == pytest.approx(chi2.sf(2 * (ll_err - ll0), 1), rel=1e-4)
+    ez = (ent - ent.mean()) / ent.std()
+    want = (-2 * ll_err + 2 * np.log(n)) - (-2 * _loglik(y, ez) + 2 * np.log(n))
+    assert _get(s, "delta_bic[correct-entropy]").value == pytest.approx(want, abs=1e-4)
+    # game-phase entropy analysed beside baseline entropy, and the two agree
+    assert _get(s, "spearman[entropy,game_entropy]").value > 0.8
+    from introspect.tasks.selfknowledge.skstats import auroc_point
+    gent = np.array([x["game_entropy"] for x in grades])
+    assert _get(s, "game_entropy_auroc[error]").value == pytest.approx(auroc_point(gent, err))
+
+
+def test_short_answer_game_says_it_has_no_entropy():
+    rng = np.random.default_rng(0)
+    grades = [{"qid": f"q{i}", "baseline_correct": i % 2 == 0, "delegated": bool(rng.random() < 0.5),
+               "entropy": None, "game_entropy": None, "teammate_accuracy": 0.5, "p_delegate": None,
+               "question_length": int(rng.integers(10, 80)), "digit_fraction": 0.0}
+              for i in range(30)]
+    s = M.summarize_delegate(_df("delegate", grades, "simpleqa:teammate=0.5"))
+    assert _get(s, "entropy_unavailable").value == 1
+    assert not s.metric.str.contains("entropy_z|delta_bic|entropy_auroc").any()
+    assert "lr_p[baseline_error|surface]" in set(s.metric)  # the surface LR test needs no entropy
 
 
 def test_delegate_summary_with_no_delegation_has_no_logit_regression():

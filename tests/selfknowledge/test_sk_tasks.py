@@ -2,6 +2,7 @@
 any subset runnable), their parsers, and one quick run of each on the real default model."""
 
 import math
+import re
 import time
 
 import pandas as pd
@@ -100,31 +101,59 @@ def test_task_runs_and_records_validate(tiny_model, name):
     assert ((s.lo <= s.value + 1e-9) | s.lo.isna()).all()
 
 
-def test_delegate_phase1_is_a_multi_turn_transcript(tiny_model):
+def _phase1_part(prompt: str) -> str:
+    return prompt[:prompt.index(delegate.PHASE2)]
+
+
+def test_delegate_no_feedback_phase1_carries_nothing_about_own_correctness(tiny_model):
+    """Without feedback, phase 1 shows questions and the teammate's correctness labels only:
+    no answer letter at all (the teammate's, when right, is the correct one), none of the
+    model's own answers, and the text is the same whatever the model answered."""
     m = tiny_model("llama")
-    ctx = _ctx(m, teammate_accuracy=[0.2, 0.8], feedback=True)
-    trials = delegate.plan(ctx)
-    assert {t.variant for t in trials} == {"arith-d2t2+-:teammate=0.2+feedback",
-                                           "arith-d2t2+-:teammate=0.8+feedback"}
+    accs = [0.0, 0.3, 0.5, 0.7, 1.0]
+    ctx = _ctx(m, teammate_accuracy=accs, history_len=6)
     _, hist, game, base = delegate.selection(ctx)
+    recs = list(delegate.execute(ctx, delegate.plan(ctx)))
+    assert {r.grade["teammate_accuracy"] for r in recs} == set(accs)
+    answer_line = re.compile(r"answer:\s*[\"'*(]*(?:[A-H]|-?\d+)\b", re.I)
+    for r in recs:
+        p1 = _phase1_part(r.prompt)
+        for q in hist:
+            assert q.format() in p1  # every phase-1 question in full
+        assert "Your answer" not in p1
+        assert not answer_line.search(p1), answer_line.search(p1)
+        labels = re.findall(r"Teammate's answer: \((Correct|Incorrect)\)", p1)
+        assert labels.count("Correct") == round(r.grade["teammate_accuracy"] * len(hist))
+        assert len(labels) == len(hist)
+    # the same text whatever the model's baseline answers were: no own-correctness information
+    mate = delegate.teammate_history(len(hist), 0.7, 0)
+    right = {q.id: {**base[q.id], "correct": True, "choice": q.answer} for q in hist}
+    wrong = {q.id: {**base[q.id], "correct": False, "choice": "A" if q.answer != "A" else "B"} for q in hist}
+    assert delegate.phase1(hist, mate, False, right) == delegate.phase1(hist, mate, False, wrong) \
+        == delegate.phase1(hist, mate, False)
+    # with feedback the model's own results are shown, and the text depends on them
+    fb_right, fb_wrong = delegate.phase1(hist, mate, True, right), delegate.phase1(hist, mate, True, wrong)
+    assert fb_right.count("Your answer: (Correct)") == len(hist) and fb_right != fb_wrong
+    assert not answer_line.search(fb_right)
+
+
+def test_delegate_feedback_and_teammate_sweep_are_separate_variants(tiny_model):
+    m = tiny_model("llama")
+    ctx = _ctx(m, teammate_accuracy=[0.3, 0.5, 0.7], feedback=[False, True])
+    trials = delegate.plan(ctx)
+    assert {t.variant for t in trials} == {f"arith-d2t2+-:teammate={a}{f}" for a in ("0.3", "0.5", "0.7")
+                                           for f in ("", "+feedback")}
     recs = list(delegate.execute(ctx, trials))
-    p = recs[0].prompt
-    assert p.count("<|im_start|>assistant") == len(hist) + 1  # one turn per phase-1 answer
-    for q in hist:  # full questions with every option, the model's own answer as its turn
-        assert q.format() in p
-        assert f"<|im_start|>assistant\n{base[q.id]['choice']}<|im_end|>" in p
-    assert p.count("Teammate's answer:") == len(hist) and p.count("Your answer:") == len(hist)
-    assert game[0].format() in p or any(q.format() in p for q in game)
-    assert {r.grade["teammate_accuracy"] for r in recs} == {0.2, 0.8}
+    _, hist, _, _ = delegate.selection(ctx)
     for r in recs:
         g = r.grade
+        assert ("Your answer:" in r.prompt) == g["feedback"] == r.variant.endswith("+feedback")
         assert 0 <= g["entropy"] <= math.log(4) + 1e-9 and 0 < g["game_mass"] <= 1
+        assert 0 <= g["game_entropy"] <= math.log(4) + 1e-9
         assert 0 <= g["p_delegate"] <= 1 and g["delegated"] == (g["game_choice"] == "T")
-        assert g["game_parse_ok"] == (g["game_text_choice"] is not None)
-    no_fb = list(delegate.execute(_ctx(m), delegate.plan(_ctx(m))))
-    assert "Your answer:" not in no_fb[0].prompt and "Teammate's answer:" in no_fb[0].prompt
-    with pytest.raises(ConfigError):
-        delegate.plan(_ctx(m, teammate_accuracy=1.5))
+    for bad in (dict(teammate_accuracy=1.5), dict(feedback="maybe")):
+        with pytest.raises(ConfigError):
+            delegate.plan(_ctx(m, **bad))
 
 
 def test_stratified_selection_matches_pool_accuracy():

@@ -102,13 +102,20 @@ def benchmark_items(items: pd.DataFrame) -> pd.DataFrame:
 
 
 def sk_scores(df: pd.DataFrame) -> pd.DataFrame:
-    """model_id × score table of the self-knowledge scores (``SK_SCORES``) from the records."""
+    """model_id × score table of the self-knowledge scores (``SK_SCORES``) from the records,
+    each the mean over a task's variants of one condition. Delegate Game runs with and without
+    phase-1 feedback are different experiments (003) and get separate columns
+    (``delegate+feedback:...``); pooled ``:all`` rows are left out."""
     s = summarize(df)
     out: dict[str, dict[str, float]] = {}
     for task, metric in SK_SCORES:
-        sel = s[(s["task"] == task) & (s["metric"] == metric) & ~s["variant"].astype(str).str.endswith(":all")]
-        for m, v in sel.groupby("model_id")["value"].mean().items():
-            out.setdefault(str(m), {})[f"{task}:{metric}"] = float(v)
+        sel = s[(s["task"] == task) & (s["metric"] == metric)]
+        var = sel["variant"].astype(str)
+        sel = sel[~var.str.endswith(":all") & ~var.str.endswith(":all+feedback")]
+        fb = sel["variant"].astype(str).str.endswith("+feedback")
+        for cond, part in (("", sel[~fb]), ("+feedback", sel[fb])):
+            for m, v in part.groupby("model_id")["value"].mean().items():
+                out.setdefault(str(m), {})[f"{task}{cond}:{metric}"] = float(v)
     return pd.DataFrame.from_dict(out, orient="index").rename_axis("model_id").reset_index()
 
 

@@ -3,17 +3,27 @@
 Why this design: the game never asks for a confidence report; a model that knows what it knows
 delegates the questions it would get wrong (delegation tracks its baseline errors, and its
 accuracy on the questions it keeps rises above its baseline: the lift), and delegates more to a
-better teammate (other-modelling). As in 003, phase 1 is a multi-turn transcript: each earlier
-question in full (stem and options), the model's own answer as its turn, then the teammate's
-answer and whether it was right (and, with ``feedback``, whether the model was right). Game and
-phase-1 questions are drawn so that the model's baseline accuracy on each matches its accuracy
-on the whole pool (003: "selected ... to match the accuracy distribution identified on the
-baseline test"); the baseline therefore runs when the trials are planned.
+better teammate (other-modelling). Game and phase-1 questions are drawn so that the model's
+baseline accuracy on each matches its accuracy on the whole pool (003: "selected ... to match
+the accuracy distribution identified on the baseline test"); the baseline therefore runs when
+the trials are planned.
+
+Phase 1 without feedback shows each earlier question in full and the teammate's *correctness
+label only* ("Teammate's answer: (Correct)"), never an answer, as 003 does (its author: "50
+questions ...; no answers"). Why not the teammate's letter: when the teammate is right it is
+the correct letter, and beside the model's own answer it would tell the model which of its own
+answers were right (more often the better the teammate), the very feedback the no-feedback
+condition removes; so neither the model's answers nor any answer letter appear, and the
+phase-1 text depends on the questions and the teammate's marks alone (tested). With
+``feedback`` a "Your answer: (Correct)" line is added above the teammate's (003's feedback
+condition). Both conditions can run in one run (``--option feedback=[false,true]``) and are
+separate variants, never pooled; teammate accuracy is a sweep (``teammate_accuracy=[0.3,0.5,0.7]``).
 
 Readings: the baseline answer and the game decision are read from the next-token distribution
 at a prefilled "Answer:" (P(correct letter), entropy over A–D; P(T) over A–D and T, with the mass
-on those tokens recorded); a short greedy reply is parsed as the secondary reading. Short-answer
-questions (SimpleQA) are answered K times (``--samples``) for P(correct).
+on those tokens recorded, and the game-phase entropy over A–D without T); a short greedy reply
+is parsed as the secondary reading. Short-answer questions (SimpleQA) are answered K times
+(``--samples``) for P(correct); they have no answer-letter distribution, hence no entropy.
 """
 
 from __future__ import annotations
@@ -49,8 +59,8 @@ from introspect.tasks.selfknowledge.parse import is_delegation, parse_letter
 Question = MCQuestion | ShortQuestion
 BASELINE_MC = "Answer the following question.\n\n{q}\nReply with one letter: A, B, C or D."
 BASELINE_SHORT = "Answer the following question in as few words as possible.\n\n{q}"
-INTRO = ("Let's play a game. You and a teammate answer questions together. In phase 1 you will see "
-         "{n} questions: you answer each one, then you are told {what}. In phase 2, for each question "
+INTRO = ("Let's play a game. You and a teammate answer questions together. Phase 1 shows {n} "
+         "questions you were both asked earlier, each with {what}. In phase 2, for each question "
          "you either answer it yourself or delegate it to your teammate by replying T. The team "
          "scores a point for every correct answer, whoever gives it.")
 PHASE2 = "Phase 1 is over. Phase 2 begins now: answer yourself, or reply T to let your teammate answer."
@@ -170,48 +180,53 @@ def teammate_answers_correctly(seed: int, acc: float, qid: str) -> bool:
     return random.Random(f"teammate-game:{seed}:{acc}:{qid}").random() < acc
 
 
-def _mate_answer(q: Question, right: bool, seed: int) -> str:
-    if not isinstance(q, MCQuestion):
-        return q.answer if right else "(a different answer)"
-    if right:
-        return q.answer
-    wrong = [L for L in "ABCDEFGH"[:len(q.options)] if L != q.answer]
-    return random.Random(f"teammate-wrong:{seed}:{q.id}").choice(wrong)
-
-
-def transcript(hist: Sequence[Question], base: dict[str, dict[str, Any]], mate: Sequence[bool],
-               feedback: bool, seed: int) -> list[tuple[str, str]]:
-    """Phase 1 as turns: the intro and each question in full (user), the model's own baseline
-    answer (assistant), then the teammate's answer and result (and the model's, with feedback)
-    opening the next user turn. The last user turn's opening is returned unfinished."""
-    word = {True: "Correct", False: "Incorrect"}
-    what = "your teammate's answer and whether it was correct" + (
+def phase1(hist: Sequence[Question], mate: Sequence[bool], feedback: bool,
+           base: dict[str, dict[str, Any]] | None = None) -> str:
+    """Phase 1 as 003 lays it out: each earlier question in full, then only correctness
+    labels, no answers: "Teammate's answer: (Correct)", and with ``feedback`` a "Your answer:
+    (Incorrect)" line above it. Without feedback the text is a function of the questions and
+    the teammate's marks alone (``base`` is not read), so it carries nothing about the model's
+    own correctness; the teammate's letter is never shown either, since when the teammate is
+    right it is the correct letter, from which the model could grade itself."""
+    word = {True: "(Correct)", False: "(Incorrect)"}
+    if feedback and base is None:
+        raise ValueError("phase 1 with feedback needs the model's baseline results")
+    what = "whether your teammate's answer was correct" + (
         ", and whether your own answer was correct" if feedback else "")
-    turns: list[tuple[str, str]] = []
-    lead = INTRO.format(n=len(hist), what=what)
+    blocks = [INTRO.format(n=len(hist), what=what)]
     for i, (q, m) in enumerate(zip(hist, mate), 1):
-        reply = "Reply with one letter: A, B, C or D." if isinstance(q, MCQuestion) else "Reply with a short answer."
-        turns.append(("user", f"{lead}\n\nPhase 1, question {i}:\n{_show(q)}\n{reply}"))
-        turns.append(("assistant", str(base[q.id]["choice"] or "")))
-        mine = f"Your answer: {word[bool(base[q.id]['correct'])]}\n" if feedback else ""
-        lead = f"{mine}Teammate's answer: {_mate_answer(q, m, seed)} ({word[m]})"
-    turns.append(("user", lead))
-    return turns
+        mine = f"Your answer: {word[bool(base[q.id]['correct'])]}\n" if feedback and base else ""
+        blocks.append(f"Phase 1, question {i}:\n{_show(q)}\n{mine}Teammate's answer: {word[bool(m)]}")
+    return "\n\n".join(blocks)
 
 
-def game_conversation(turns: Sequence[tuple[str, str]], q: Question) -> Conversation:
+def game_conversation(history: str, q: Question) -> Conversation:
+    """Phase 1 and one game question in one user turn, the reply prefilled with "Answer:"."""
     reply = REPLY_MC if isinstance(q, MCQuestion) else REPLY_SHORT
-    *head, (_, last) = turns
-    return Conversation.of(*head, ("user", f"{last}\n\n{PHASE2}\n\nGame question:\n{_show(q)}\n{reply}"),
+    return Conversation.of(("user", f"{history}\n\n{PHASE2}\n\nGame question:\n{_show(q)}\n{reply}"),
                            prefill=PREFILL)
 
 
+def _listed(ctx: RunContext, key: str, default: Any, cast: Any) -> list:
+    v = _opt(ctx, key, default)
+    return [cast(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
+
+
 def _accuracies(ctx: RunContext) -> list[float]:
-    acc = _opt(ctx, "teammate_accuracy", 0.5)
-    accs = [float(a) for a in (acc if isinstance(acc, (list, tuple)) else [acc])]
+    """Teammate accuracies (a sweep: ``--option teammate_accuracy=[0.3,0.5,0.7]``)."""
+    accs = _listed(ctx, "teammate_accuracy", 0.5, float)
     if any(not 0 <= a <= 1 for a in accs):
-        raise ConfigError(f"teammate_accuracy must lie in [0, 1], got {acc}")
-    return accs
+        raise ConfigError(f"teammate_accuracy must lie in [0, 1] (one value or a list), got {accs}")
+    return list(dict.fromkeys(accs))
+
+
+def _feedbacks(ctx: RunContext) -> list[bool]:
+    """``feedback``: false (default), true, or [false, true] for both conditions in one run
+    (each its own variant: they are never pooled)."""
+    vals = _listed(ctx, "feedback", False, lambda v: v)
+    if any(not isinstance(v, bool) for v in vals):
+        raise ConfigError(f"feedback must be true, false or a list of them, got {vals}")
+    return list(dict.fromkeys(vals))
 
 
 def _variant(source: str, acc: float, feedback: bool) -> str:
@@ -219,13 +234,12 @@ def _variant(source: str, acc: float, feedback: bool) -> str:
 
 
 def plan(ctx: RunContext) -> list[Trial]:
-    accs = _accuracies(ctx)
+    accs, fbs = _accuracies(ctx), _feedbacks(ctx)
     stem, hist, game, _ = selection(ctx)
-    fb = bool(_opt(ctx, "feedback", False))
     return [Trial("delegate", "clean", index=i, variant=_variant(stem, acc, fb),
                   params=(("feedback", fb), ("history_len", len(hist)), ("qid", q.id),
                           ("questions", stem), ("teammate_accuracy", acc)))
-            for acc in accs for i, q in enumerate(game)]
+            for fb in fbs for acc in accs for i, q in enumerate(game)]
 
 
 def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
@@ -234,23 +248,21 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         return
     _, hist, game, base = selection(ctx)
     by_id = {q.id: q for q in game}
-    fb = bool(_opt(ctx, "feedback", False))
-    turns: dict[float, list[tuple[str, str]]] = {}
+    hists: dict[tuple[float, bool], str] = {}
     for t in trials:
-        acc = float(t.param("teammate_accuracy"))
-        if acc not in turns:
-            turns[acc] = transcript(hist, base, teammate_history(len(hist), acc, ctx.cfg.seed), fb, ctx.cfg.seed)
-    convs = [game_conversation(turns[float(t.param("teammate_accuracy"))], by_id[t.param("qid")])
-             for t in trials]
+        key = (float(t.param("teammate_accuracy")), bool(t.param("feedback")))
+        if key not in hists:
+            hists[key] = phase1(hist, teammate_history(len(hist), key[0], ctx.cfg.seed), key[1], base)
+    convs = [game_conversation(hists[(float(t.param("teammate_accuracy")), bool(t.param("feedback")))],
+                               by_id[t.param("qid")]) for t in trials]
     prompts = [render(ctx.model.tokenizer, c) for c in convs]
     mc = all(isinstance(by_id[t.param("qid")], MCQuestion) for t in trials)
     tt = 8 if mc else budget(ctx, "short_tokens", 32)
     dec, gens = decisions(ctx, prompts, letter_ids(ctx.model.tokenizer, "ABCDT" if mc else "T"), tt)
     for t, p, d, g in zip(trials, prompts, dec, gens):
-        q = by_id[t.param("qid")]
-        grade = grade_game(q, base[q.id], d, g.text, float(t.param("teammate_accuracy")),
-                           teammate_answers_correctly(ctx.cfg.seed, float(t.param("teammate_accuracy")), q.id))
-        grade.update(source=t.param("questions"), feedback=fb, history_len=len(hist),
+        q, acc = by_id[t.param("qid")], float(t.param("teammate_accuracy"))
+        grade = grade_game(q, base[q.id], d, g.text, acc, teammate_answers_correctly(ctx.cfg.seed, acc, q.id))
+        grade.update(source=t.param("questions"), feedback=bool(t.param("feedback")), history_len=len(hist),
                      game_cut=g.stop_reason == "length", **surface(q))
         yield ctx.record(t, prompt=p.text, response=g.text, grade=grade,
                          gen=gen_info(ctx, game=tt), extra={"baseline_prompt": base[q.id]["prompt"],

@@ -1,19 +1,30 @@
 """Delegate Game (003) summary: does delegation track the model's own errors, beyond heuristics?
 
-Per variant (question set × teammate accuracy × feedback): baseline accuracy (logit argmax and
-parsed text), delegation rate and P(T), team score, the self-accuracy lift (paired: the same
-questions), and the association of delegation with baseline error: AUROC of P(T), Fisher's
-exact test and odds ratio, a likelihood-ratio test, MCC; beside them the surface-feature
-baseline (held-out AUROC of error from length / digits / topic / human difficulty) and the
-model's own answer confidence. Pooled over teammate accuracies (feedback and no-feedback kept
-apart, variant ``<source>:all`` / ``<source>:all+feedback``): regressions with standard errors
-clustered by question (each question appears once per teammate accuracy), the likelihood-ratio
-test of adding own error to the controls, and 003's BIC comparisons (entropy vs correctness,
-surface features with and without entropy), for delegated (logit) and for logit P(T) (OLS,
-usable when the argmax never says T).
+Per variant (question set × teammate accuracy × feedback), one row per question: baseline
+accuracy (logit argmax and parsed text), delegation rate and P(T), team score, the self-accuracy
+lift (paired: the same questions), and the association of delegation with baseline error: AUROC
+of P(T), Fisher's exact test and odds ratio, MCC, likelihood-ratio tests (error alone, and error
+added to the surface controls) and 003's BIC comparisons (correctness vs baseline entropy, vs
+game-phase entropy, surface features with and without entropy), for delegated (logit) and for
+logit P(T) (OLS, usable when the argmax never says T); beside them the surface-feature baseline
+(held-out AUROC of error from length / digits / topic / human difficulty) and the model's own
+answer confidence. Game-phase entropy (over A–D, T left out) is analysed like baseline entropy,
+and the two are correlated (003: "consistent between the game and baseline").
+
+Why likelihood-ratio tests and BIC only within a variant: pooled over teammate accuracies each
+question appears once per accuracy, and a likelihood that counts those copies as independent
+gives p-values too small and ΔBIC inflated by the number of copies. Pooled over teammate
+accuracies (feedback and no-feedback kept apart, variant ``<source>:all`` /
+``<source>:all+feedback``) there are only logits with standard errors clustered by question
+(Wald tests), other-modelling, and the paired change in P(T) from the lowest to the highest
+teammate accuracy. Entropy predictors appear only where entropy exists: a short-answer game has
+no answer-letter distribution, and its summary says so (``entropy_unavailable``) instead of
+comparing against a column of zeros.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -34,6 +45,7 @@ from introspect.tasks.selfknowledge.rows import (
 from introspect.tasks.selfknowledge.skstats import (
     _logit,
     auroc_point,
+    boot_auroc,
     cluster_boot,
     fisher,
     logit_fit,
@@ -45,7 +57,8 @@ from introspect.tasks.selfknowledge.skstats import (
 
 
 def surface_frame(s: pd.DataFrame) -> pd.DataFrame:
-    """Surface controls: z-scored length and digit share, topic and human-difficulty dummies."""
+    """Surface controls: z-scored length and digit share, topic, human-difficulty and
+    answer-type dummies (a constant column is left out by the fits)."""
     X = pd.DataFrame({"question_length_z": z(num(s, "question_length")),
                       "digit_fraction_z": z(num(s, "digit_fraction"))}, index=range(len(s)))
     for col in ("topic", "human_difficulty", "answer_type"):
@@ -54,6 +67,20 @@ def surface_frame(s: pd.DataFrame) -> pd.DataFrame:
             d = pd.get_dummies(cats, prefix=col, drop_first=True, dtype=float)
             X = pd.concat([X, d.reset_index(drop=True)], axis=1)
     return X.fillna(0.0)
+
+
+def usable(x: np.ndarray) -> bool:
+    """A predictor exists for every row and varies (else it is no predictor at all)."""
+    return bool(x.size) and bool(np.isfinite(x).all()) and float(np.ptp(x)) > 0
+
+
+def one_per_question(s: pd.DataFrame) -> pd.DataFrame:
+    """The first record of each (variant, question): a variant holds one per question, and a
+    rerun or a merged shard must not count twice."""
+    q = pd.DataFrame({"v": s["variant"].astype(str).to_numpy() if "variant" in s else "",
+                      "q": [str(v) for v in g(s, "qid", "")]})
+    keep = ~q.duplicated().to_numpy() | (q["q"] == "").to_numpy()
+    return s[keep].reset_index(drop=True)
 
 
 def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
@@ -89,7 +116,7 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
             oratio, p = fisher(d, e)
             rows.append(row(keys, f"{name}delegation_error_odds_ratio", oratio, int(d.size)))
             rows.append(value(keys, f"{name}fisher_p", p, int(d.size)))
-    chi, df_, p = lr_test(deleg.astype(float), pd.DataFrame({"error": err.astype(float)}), pd.DataFrame())
+    _, _, p = lr_test(deleg.astype(float), pd.DataFrame({"error": err.astype(float)}), pd.DataFrame())
     rows.append(value(keys, "lr_test_p[delegated~error]", p, n))
     pt = num(s, "p_delegate")
     ok = np.isfinite(pt)
@@ -101,19 +128,92 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
         ok2 = np.isfinite(pc)
         c, e2 = 1 - pc[ok2], err[ok2]
         rows.append(row(keys, "confidence_auroc", cluster_boot(lambda i: auroc_point(c[i], e2[i]), c.size), c.size))
+    rows += _entropy_rows(keys, s, err, deleg)
     X = surface_frame(s)
     if n >= 10 and len(X.columns):
         rows.append(row(keys, "surface_auroc", surface_auroc(err.astype(float), X, qid), n))
     rows.append(row(keys, "majority_baseline", (max(err.mean(), 1 - err.mean()), np.nan, np.nan), n))
+    rows += _likelihood_rows(keys, s, err, deleg, pt, X)
     return rows
 
 
+def _entropy_rows(keys: dict, s: pd.DataFrame, err: np.ndarray, deleg: np.ndarray) -> list[dict]:
+    """Baseline and game-phase entropy as signals of own error and of delegation, and their
+    agreement (Spearman) across questions; or one row saying there is no entropy."""
+    from scipy.stats import spearmanr
+
+    ent, gent = num(s, "entropy"), num(s, "game_entropy")
+    n = len(s)
+    if not np.isfinite(ent).any() and not np.isfinite(gent).any():
+        return [value(keys, "entropy_unavailable", 1.0, n)]
+    rows = []
+    for name, x in (("entropy", ent), ("game_entropy", gent)):
+        ok = np.isfinite(x)
+        if ok.sum() >= 2:
+            xe, dd = x[ok], deleg[ok]
+            rows.append(row(keys, f"{name}_auroc[error]", boot_auroc(xe, err[ok]), xe.size))
+            if dd.any() and not dd.all():
+                rows.append(row(keys, f"{name}_auroc[delegated]", boot_auroc(xe, dd), xe.size))
+    ok = np.isfinite(ent) & np.isfinite(gent)
+    if ok.sum() > 2 and np.ptp(ent[ok]) > 0 and np.ptp(gent[ok]) > 0:
+        rho, p = spearmanr(ent[ok], gent[ok])
+        rows.append(value(keys, "spearman[entropy,game_entropy]", float(rho), int(ok.sum())))
+        rows.append(value(keys, "spearman_p[entropy,game_entropy]", float(p), int(ok.sum())))
+    return rows
+
+
+def _likelihood_rows(keys: dict, s: pd.DataFrame, err: np.ndarray, deleg: np.ndarray,
+                     pt: np.ndarray, X: pd.DataFrame) -> list[dict]:
+    """One row per question: the LR test of own error added to the surface controls, and
+    003's ΔBIC = BIC(A) − BIC(B) (> 0: B predicts delegation better), for delegated (logit)
+    and logit P(T) (OLS). An entropy comparison only where that entropy exists and varies."""
+    rows: list[dict] = []
+    n = len(s)
+    e = pd.DataFrame({"baseline_error": err.astype(float)})
+    ctrl = X.loc[:, [c for c in X.columns if X[c].nunique() > 1]]
+    y = deleg.astype(float)
+    if len(ctrl.columns):
+        _, _, p = lr_test(y, pd.concat([ctrl, e], axis=1), ctrl)
+        rows.append(value(keys, "lr_p[baseline_error|surface]", p, n))
+    preds = {name: pd.DataFrame({f"{name}_z": z(num(s, name))}) for name in ("entropy", "game_entropy")
+             if usable(num(s, name))}
+    outcomes = [("", y, lambda yy, XX: logit_fit(yy, XX))]
+    if np.isfinite(pt).all() and n:
+        outcomes.append(("logit_p_delegate_", _logit(pt), lambda yy, XX: ols_fit(yy, XX)))
+    for prefix, yy, fit in outcomes:
+        bic = partial(_bic, fit, yy)
+        b_err = bic(e)
+        for name, P in preds.items():
+            d = b_err - bic(P)
+            if np.isfinite(d):
+                rows.append(value(keys, f"{prefix}delta_bic[correct-{name}]", d, n))
+            if len(ctrl.columns):
+                d2 = bic(ctrl) - bic(pd.concat([ctrl, P], axis=1))
+                if np.isfinite(d2):
+                    rows.append(value(keys, f"{prefix}delta_bic[surface-surface+{name}]", d2, n))
+        if prefix:  # coefficients of logit P(T) on own error and baseline entropy
+            res = fit(yy, pd.concat([e, *preds.values()], axis=1))
+            if res is not None:
+                ci = res.conf_int()
+                for term in res.params.index.drop("const", errors="ignore"):
+                    rows.append(row(keys, f"logit_p_delegate_coef[{term}]",
+                                    (float(res.params[term]), *map(float, ci.loc[term])), int(res.nobs)))
+    return rows
+
+
+def _bic(fit, y: np.ndarray, X: pd.DataFrame) -> float:
+    r = fit(y, X)
+    return np.nan if r is None else float(r.bic)
+
+
 def _pooled_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
+    """Across teammate accuracies (one feedback condition): each question appears once per
+    accuracy, so only models with errors clustered by question (Wald tests), never a pooled
+    likelihood."""
     rows: list[dict] = []
     qid = np.array([str(v) for v in g(s, "qid", "")], object)
     deleg, err = b(s, "delegated").astype(float), (~b(s, "baseline_correct")).astype(float)
     tm = num(s, "teammate_accuracy")
-    ent = num(s, "entropy")
     X = surface_frame(s)
     X["teammate_accuracy_x10"] = 10 * tm
     accs = np.unique(tm[np.isfinite(tm)])
@@ -128,56 +228,39 @@ def _pooled_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
     om = odds_ratios(logit_fit(deleg, X[["teammate_accuracy_x10"]], qid))
     for r in om.itertuples():
         rows.append(row(keys, "other_modelling_or_per_0.1", (r.odds_ratio, r.lo, r.hi), r.n))
-    full = pd.concat([X, pd.DataFrame({"baseline_error": err, "entropy_z": z(ent)})], axis=1)
-    keep = np.isfinite(full.to_numpy(float)).all(1)
-    full, y, cl = full[keep].reset_index(drop=True), deleg[keep], qid[keep]
-    for r in odds_ratios(logit_fit(y, full, cl)).itertuples():
+    full = pd.concat([X, pd.DataFrame({"baseline_error": err})], axis=1)
+    if usable(num(s, "entropy")):
+        full["entropy_z"] = z(num(s, "entropy"))
+    for r in odds_ratios(logit_fit(deleg, full, qid)).itertuples():
         rows.append(row(keys, f"odds_ratio[{r.term}]", (r.odds_ratio, r.lo, r.hi), r.n))
-        rows.append(value(keys, f"p[{r.term}]", r.p, r.n))
-    controls = full.drop(columns=["baseline_error", "entropy_z"])
-    chi, df_, p = lr_test(y, controls.assign(baseline_error=full["baseline_error"]), controls)
-    rows.append(value(keys, "lr_p[baseline_error|controls]", p, int(y.size)))
-    tmx = full[["teammate_accuracy_x10"]]
-    rows += _bic_rows(keys, "", y, full, tmx, controls, lambda yy, XX: logit_fit(yy, XX))
-    if np.isfinite(pt[keep]).all() and keep.any():
-        lp = _logit(pt[keep])
-        res = ols_fit(lp, full, cl)
+        rows.append(value(keys, f"clustered_wald_p[{r.term}]", r.p, r.n))
+    if np.isfinite(pt).all() and len(pt):
+        res = ols_fit(_logit(pt), full, qid)
         if res is not None:
             ci = res.conf_int()
             for term in ("baseline_error", "entropy_z", "teammate_accuracy_x10"):
                 if term in res.params.index:
                     rows.append(row(keys, f"logit_p_delegate_coef[{term}]",
                                     (float(res.params[term]), *map(float, ci.loc[term])), int(res.nobs)))
-        rows += _bic_rows(keys, "logit_p_delegate_", lp, full, tmx, controls, lambda yy, XX: ols_fit(yy, XX))
+                    rows.append(value(keys, f"logit_p_delegate_clustered_wald_p[{term}]",
+                                      float(res.pvalues[term]), int(res.nobs)))
     return rows
 
 
-def _bic_rows(keys: dict, prefix: str, y: np.ndarray, full: pd.DataFrame, tmx: pd.DataFrame,
-              controls: pd.DataFrame, fit) -> list[dict]:
-    """003's comparisons: ΔBIC = BIC(correctness) − BIC(entropy) (> 0: entropy predicts
-    delegation better), and BIC(surface) − BIC(surface + entropy) (> 0: entropy adds to
-    the surface features)."""
-    def bic(X: pd.DataFrame) -> float:
-        r = fit(y, X)
-        return np.nan if r is None else float(r.bic)
-
-    out = []
-    d1 = bic(tmx.assign(baseline_error=full["baseline_error"])) - bic(tmx.assign(entropy_z=full["entropy_z"]))
-    d2 = bic(controls) - bic(controls.assign(entropy_z=full["entropy_z"]))
-    for name, d in (("delta_bic[correct-entropy]", d1), ("delta_bic[surface-surface+entropy]", d2)):
-        if np.isfinite(d):
-            out.append(value(keys, prefix + name, d, int(len(y))))
-    return out
+def _feedback(d: pd.DataFrame) -> list[bool]:
+    if "grade.feedback" in d:
+        return [bool(v) for v in g(d, "feedback", False)]
+    return list(d["variant"].astype(str).str.endswith("+feedback"))
 
 
 def summarize_delegate(df: pd.DataFrame) -> pd.DataFrame:
     rows: list[dict] = []
+    df = one_per_question(df) if len(df) else df
     for keys, s in groups(df):
         rows += _variant_rows(keys, s.reset_index(drop=True))
     d = with_source(df)
     if len(d):
-        d["fb"] = [bool(v) for v in g(d, "feedback", False)] if "grade.feedback" in d else \
-            d["variant"].astype(str).str.endswith("+feedback")
+        d["fb"] = _feedback(d)
     for keys, s in groups(d, ("model_id", "task", "source", "fb")):
         k = {"model_id": keys["model_id"], "task": keys["task"],
              "variant": f"{keys['source']}:all" + ("+feedback" if keys["fb"] else "")}

@@ -142,7 +142,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     _, hist, game, base = D.selection(ctx)
     by_id = {q.id: q for q in game}
     acc = float(trials[0].param("teammate_accuracy"))
-    turns = D.transcript(hist, base, D.teammate_history(len(hist), acc, ctx.cfg.seed), False, ctx.cfg.seed)
+    turns = D.phase1(hist, D.teammate_history(len(hist), acc, ctx.cfg.seed), False)
     qids = list(dict.fromkeys(t.param("qid") for t in trials))
     convs = {q: _marked(D.game_conversation(turns, by_id[q]), by_id[q]) for q in qids}
     prompts = {q: render(ctx.model.tokenizer, c) for q, c in convs.items()}

@@ -87,11 +87,14 @@ def with_source(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def z(x: np.ndarray) -> np.ndarray:
-    """z-scores (NaNs kept); all zeros when x has no spread or no finite value."""
+    """z-scores (NaNs kept); all NaN when x has no finite value, zeros where it has no spread
+    (a constant the fits leave out). Callers check ``usable`` before calling a column a predictor."""
     x = np.asarray(x, float)
     ok = np.isfinite(x)
+    if not ok.any():
+        return np.full_like(x, np.nan)
     if ok.sum() < 2 or np.std(x[ok]) == 0:
-        return np.where(ok, 0.0, np.nan) if ok.any() else np.zeros_like(x)
+        return np.where(ok, 0.0, np.nan)
     return (x - x[ok].mean()) / x[ok].std()
 
 
