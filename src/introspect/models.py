@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import yaml
 
-from introspect import gguf_files
+from introspect import attention, gguf_files
 from introspect.gguf_files import ModelError
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -71,13 +71,14 @@ class ModelInfo:
     n_layers: int = 0
     d_model: int = 0
     dtype: str = ""
+    attention: str = ""  # what attention runs when no attention-internal hook is attached
 
     def card(self) -> dict[str, Any]:
         """The model-card row of reports: family, parameters, layers, d_model, quantization, dtype."""
         return {"model": self.name, "family": self.family, "parameters": self.n_params,
                 "layers": self.n_layers, "d_model": self.d_model,
                 "quantization": self.quantization or "none (float weights)", "dtype": self.dtype,
-                "fingerprint": self.fingerprint}
+                "attention": self.attention, "fingerprint": self.fingerprint}
 
 
 CARD_NOTE = "model card: "  # prefix of the JSON note carrying ModelInfo.card() into run headers
@@ -278,6 +279,7 @@ def load_model(
     dtype: str | torch.dtype | None = None,
     device: str | None = None,
     device_map: str | dict | None = None,
+    attn_implementation: str | None = "auto",
 ) -> Any:
     """Load a model as a TransformerLens ``TransformerBridge`` in eval mode.
 
@@ -285,13 +287,16 @@ def load_model(
     (dequantized once into the cache, keyed by the file's sha256). ``device_map="auto"`` spreads
     a large model over the available GPUs (through accelerate) before the bridge wraps it. The
     returned bridge carries ``introspect_info`` (name, fingerprint, notes, model card) and its
-    tokenizer at ``.tokenizer``.
+    tokenizer at ``.tokenizer``. ``attn_implementation``: ``"auto"`` (sdpa unless the model needs
+    eager), ``"sdpa"`` or ``"eager"``; attention-pattern hooks fire under any of them
+    (``introspect.attention``).
     """
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a script's own progress bar is the one worth reading
+    attention.check_choice(attn_implementation)
     path, entry = resolve(name_or_path)
     device = device or ("cpu" if device_map is None and not torch.cuda.is_available() else None)
     torch_dtype = resolve_dtype(dtype or (entry.dtype if entry else None), device or "cuda")
@@ -312,6 +317,7 @@ def load_model(
     # The bridge wraps this HF model in place; the user's TL model is what we return.
     bridge = TransformerBridge.boot_transformers(path, hf_model=hf, tokenizer=tok, dtype=torch_dtype)
     bridge.eval()
+    attn = attention.enable(bridge, attn_implementation)  # the bridge's boot forced eager
     if bridge.tokenizer.pad_token_id is None:
         bridge.tokenizer.pad_token = bridge.tokenizer.eos_token
     meta = _converted_meta(path)
@@ -321,7 +327,7 @@ def load_model(
         family=entry.family if entry else getattr(hf.config, "model_type", "unknown"),
         quantization=quant, n_params=sum(p.numel() for p in hf.parameters()),
         n_layers=int(bridge.cfg.n_layers), d_model=int(bridge.cfg.d_model),
-        dtype=str(torch_dtype).removeprefix("torch."),
+        dtype=str(torch_dtype).removeprefix("torch."), attention=attn,
     )
     notes = [entry.note] if entry and entry.note else []
     if quant:
