@@ -29,7 +29,7 @@ from introspect.tasks.selfknowledge.metrics import SK_COLUMNS, summarize_sk
 
 TASKS = ["seb-association", "seb-restriction", "seb-difficulty", "delegate", "recovery"]
 TINY = dict(n=2, history_len=3, n_options=4, n_tokens=(1, 2), list_tokens=6, predict_tokens=6,
-            response_tokens=6, answer_tokens=6, rank_tokens=6, short_tokens=6)
+            response_tokens=6, answer_tokens=6, rank_tokens=6, short_tokens=6, draws=2)
 
 
 def _ctx(model, max_new_tokens: int = 6, samples: int = 1, **opts):
@@ -65,14 +65,14 @@ def test_logit_decision_is_the_next_token_distribution(tiny_model):
         assert d.mass == pytest.approx(want.mass, rel=1e-3)
 
 
-def test_recovery_remarks_and_teammate():
+def test_recovery_remarks_and_teammate_history_counts():
     g = recovery.grade_recovery(recovery._cached_qs(1, 0, 2, 2, "+-")[0], "Oops, typo. Answer: 3", "Oops")
     assert g["remarked"] and g["parsed"] == 3
-    assert delegate.teammate_answers_correctly(0, 0.5, "q1") == delegate.teammate_answers_correctly(0, 0.5, "q1")
-    hist = delegate.teammate_history(50, 0.3, 0)
-    assert sum(hist) == 15 and hist == delegate.teammate_history(50, 0.3, 0)
-    assert delegate.short_correct("It was Jane Doe.", "Jane Doe")
-    assert not delegate.short_correct("Jane", "Jane Doe")
+    for acc, want in ((0.0, 0), (0.3, 15), (0.5, 25), (0.7, 35), (1.0, 50)):
+        hist = delegate.teammate_history(50, acc, 0)
+        assert len(hist) == 50 and sum(hist) == want
+    draws = [delegate.teammate_answers_correctly(0, 0.7, f"q{i}") for i in range(2000)]
+    assert abs(sum(draws) / 2000 - 0.7) < 0.03
 
 
 # ---------------------------------------------------------------- tiny model end to end
@@ -188,7 +188,7 @@ def test_association_targets_skip_unparsed_lists_and_honour_n_trials(tiny_model)
 
 def test_sampled_targets_are_frequencies_and_batch_independent(tiny_model):
     m = tiny_model("llama")
-    ctx = _ctx(m, samples=3)
+    ctx = _ctx(m, samples=3, draws=3)
     trials = seb.plan_association(ctx)
     recs = list(seb.execute_association(ctx, trials))
     assert all(r.grade["n_draws"] == 3 for r in recs)

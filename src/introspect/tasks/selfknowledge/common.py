@@ -80,10 +80,20 @@ def sampling(ctx: RunContext) -> Sampling:
                     int(getattr(ctx.cfg, "top_k", 0)))
 
 
+MIN_DRAWS = 5  # default K for every sampled truth
+
+
 def n_draws(ctx: RunContext) -> int:
-    """K behaviour draws per item (``--samples``); greedy decoding has one (K identical draws
-    would fake a sample size)."""
-    return 1 if sampling(ctx).greedy else max(1, int(getattr(ctx.cfg, "n_samples", 1)))
+    """K behaviour draws per item: ``--option draws=K``, else the larger of ``--samples`` and
+    ``MIN_DRAWS`` (a truth from one draw is a coin flip read as a fact; the summaries print a
+    warning row whenever K = 1). Greedy decoding has one (K identical draws would fake a
+    sample size)."""
+    if sampling(ctx).greedy:
+        return 1
+    k = int(_opt(ctx, "draws", max(MIN_DRAWS, int(getattr(ctx.cfg, "n_samples", 1)))))
+    if k < 1:
+        raise ConfigError(f"option draws must be a positive number of sampled draws, got {k}")
+    return k
 
 
 def draws(ctx: RunContext, prompts: Sequence[Prompt], keys: Sequence[str], max_new_tokens: int,

@@ -38,7 +38,7 @@ def answered_items(df: pd.DataFrame) -> pd.DataFrame:
             for m, v, qids, pc in zip(s["model_id"], s["variant"], lists(s, "qids"), lists(s, "p_correct")):
                 src = str(v).removesuffix("+prefill")
                 rows += [{"model_id": m, "item": f"{src}:{q}", "task": task, "y": float(p), "weight": 1.0}
-                         for q, p in zip(qids, pc)]
+                         for q, p in zip(qids, pc) if isnum(p)]
         elif task == "recovery":
             c = s[s["condition"] == "clean"]
             for m, src, q, ok in zip(c["model_id"], c["source"], g(c, "qid"), g(c, "correct", False)):

@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from introspect.chat import Conversation, render
 from introspect.data import DataError, MCQuestion, ShortQuestion, arithmetic_mc, load_questions
-from introspect.grading import normalize_word
 from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge.common import (
@@ -55,6 +53,7 @@ from introspect.tasks.selfknowledge.common import (
     user,
 )
 from introspect.tasks.selfknowledge.parse import is_delegation, parse_letter
+from introspect.tasks.selfknowledge.shortanswer import ShortGrade, grade_short, judges_for
 
 Question = MCQuestion | ShortQuestion
 BASELINE_MC = "Answer the following question.\n\n{q}\nReply with one letter: A, B, C or D."
@@ -112,11 +111,17 @@ def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any
         ps = rendered(ctx, [user(BASELINE_SHORT.format(q=q.question), prefill=PREFILL) for q in short])
         gr = greedy(ctx, ps, st)
         sampled = draws(ctx, ps, [f"delegate:base:{q.id}" for q in short], st)
+        judges = judges_for(_opt(ctx, "judge", None))
+        items = [(q.question, x.text, q.answer) for q, g, ds in zip(short, gr, sampled) for x in [g, *ds]]
+        grades = iter(grade_short(items, judges))
         for q, p, g, ds in zip(short, ps, gr, sampled):
-            ok = short_correct(g.text, q.answer)
-            out[q.id] = {"correct": ok, "p_correct": sum(short_correct(x.text, q.answer) for x in ds) / len(ds),
+            first, rest = next(grades), [next(grades) for _ in ds]
+            judged = [x.correct for x in rest if x.correct is not None]
+            out[q.id] = {"correct": first.correct, "grade_method": first.method,
+                         "p_correct": sum(judged) / len(judged) if judged else None,
+                         "n_draws": len(ds), "n_draws_excluded": len(ds) - len(judged),
                          "choice": g.text.strip()[:80], "entropy": None, "mass": None, "low_mass": False,
-                         "text_choice": g.text.strip()[:80], "text_correct": ok,
+                         "text_choice": g.text.strip()[:80], "text_correct": bool(first.correct),
                          "parse_ok": bool(g.text.strip()), "prompt": p.text, "response": g.text}
     return out
 
@@ -155,11 +160,14 @@ def selection(ctx: RunContext) -> tuple[str, list[Question], list[Question], dic
         n, h = int(_opt(ctx, "n", 50)), int(_opt(ctx, "history_len", 50))
         if _opt(ctx, "stratify", True):
             base = baseline(ctx, qs)
-            order = random.Random(f"delegate:strat:{ctx.cfg.seed}").sample(qs, len(qs))
-            hist, game = stratified(order, {q.id: base[q.id]["correct"] for q in qs}, n, h)
+            graded = [q for q in qs if base[q.id]["correct"] is not None]  # excluded: no truth
+            order = random.Random(f"delegate:strat:{ctx.cfg.seed}").sample(graded, len(graded))
+            hist, game = stratified(order, {q.id: base[q.id]["correct"] for q in graded}, n, h)
         else:
             hist, game = qs[:h], qs[h:h + n]
             base = baseline(ctx, hist + game)
+        for q in hist + game:
+            base[q.id]["pool_excluded"] = sum(b["correct"] is None for b in base.values())
         _SEL[key] = (stem, hist, game, {q.id: base[q.id] for q in hist + game})
         if len(_SEL) > 8:
             _SEL.pop(next(iter(_SEL)))
@@ -259,9 +267,16 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     mc = all(isinstance(by_id[t.param("qid")], MCQuestion) for t in trials)
     tt = 8 if mc else budget(ctx, "short_tokens", 32)
     dec, gens = decisions(ctx, prompts, letter_ids(ctx.model.tokenizer, "ABCDT" if mc else "T"), tt)
-    for t, p, d, g in zip(trials, prompts, dec, gens):
+    kept: list[ShortGrade | None] = [None] * len(trials)  # short answers kept: graded in one batch
+    ask = [k for k, (t, g) in enumerate(zip(trials, gens))
+           if not isinstance(by_id[t.param("qid")], MCQuestion) and not is_delegation(g.text)]
+    grades = grade_short([(by_id[trials[k].param("qid")].question, gens[k].text,
+                           by_id[trials[k].param("qid")].answer) for k in ask], judges_for(_opt(ctx, "judge", None)))
+    for k, gr in zip(ask, grades):
+        kept[k] = gr
+    for t, p, d, g, k in zip(trials, prompts, dec, gens, kept):
         q, acc = by_id[t.param("qid")], float(t.param("teammate_accuracy"))
-        grade = grade_game(q, base[q.id], d, g.text, acc, teammate_answers_correctly(ctx.cfg.seed, acc, q.id))
+        grade = grade_game(q, base[q.id], d, g.text, acc, teammate_answers_correctly(ctx.cfg.seed, acc, q.id), k)
         grade.update(source=t.param("questions"), feedback=bool(t.param("feedback")), history_len=len(hist),
                      game_cut=g.stop_reason == "length", **surface(q))
         yield ctx.record(t, prompt=p.text, response=g.text, grade=grade,
@@ -269,9 +284,11 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
                                                             "baseline_response": base[q.id]["response"]})
 
 
-def grade_game(q: Question, b: dict[str, Any], d: Any, text: str, acc: float, mate: bool) -> dict[str, Any]:
+def grade_game(q: Question, b: dict[str, Any], d: Any, text: str, acc: float, mate: bool,
+               short: ShortGrade | None = None) -> dict[str, Any]:
     """Logit reading (P(T) over A–D and T; delegated = T is the argmax) and text reading of one
-    game reply, with the baseline it is compared to and the team's score."""
+    game reply, with the baseline it is compared to and the team's score. A short answer kept
+    is graded like the baseline (``short``: exact match, judge consensus, or None = excluded)."""
     mc = isinstance(q, MCQuestion)
     if mc:
         tchoice = parse_letter(text, "ABCDT")
@@ -279,7 +296,7 @@ def grade_game(q: Question, b: dict[str, Any], d: Any, text: str, acc: float, ma
     else:
         t_deleg = is_delegation(text)
         tchoice = "T" if t_deleg else (text.strip() or None)
-        t_ok = not t_deleg and short_correct(text, q.answer)
+        t_ok = None if t_deleg else (short.correct if short else None)
     deleg = bool(d and d.choice == "T") if mc else t_deleg
     kept_ok = bool(d and d.choice == q.answer) if mc else t_ok
     return {
@@ -292,8 +309,12 @@ def grade_game(q: Question, b: dict[str, Any], d: Any, text: str, acc: float, ma
         "p_delegate": (d.p("T") if mc else d.mass) if d else None, "game_mass": d.mass if (d and mc) else None,
         "game_low_mass": bool(d and mc and d.low_mass), "game_choice": d.choice if (d and mc) else tchoice,
         "game_entropy": d.entropy(list("ABCD")) if (d and mc) else None,
-        "delegated": deleg, "game_correct": kept_ok and not deleg,
-        "team_correct": mate if deleg else kept_ok, "team_expected": acc if deleg else float(kept_ok),
+        "delegated": deleg, "game_correct": None if (kept_ok is None and not deleg) else bool(kept_ok) and not deleg,
+        "team_correct": mate if deleg else kept_ok,
+        "team_expected": acc if deleg else (None if kept_ok is None else float(kept_ok)),
+        "game_grade_method": "letter" if mc else ("delegated" if t_deleg else (short.method if short else "excluded")),
+        "baseline_grade_method": b.get("grade_method", "letter"), "pool_excluded": b.get("pool_excluded", 0),
+        "baseline_n_draws": b.get("n_draws"), "baseline_n_draws_excluded": b.get("n_draws_excluded"),
         "game_text_choice": tchoice, "game_parse_ok": tchoice is not None, "delegated_text": t_deleg,
         "game_text_correct": bool(t_ok) and not t_deleg, "parse_ok": tchoice is not None,
     }
@@ -308,12 +329,6 @@ def surface(q: Question) -> dict[str, Any]:
             "answer_type": getattr(q, "answer_type", "") or ""}
 
 
-def short_correct(response: str, answer: str) -> bool:
-    """SimpleQA without a judge: the normalised reference answer occurs in the response."""
-    a, r = normalize_word(answer), " ".join(normalize_word(response).split())
-    return bool(a) and re.search(rf"(?<!\w){re.escape(a)}(?!\w)", r) is not None
-
-
 register(TaskSpec("delegate", "Delegate Game (003): answer or delegate to a teammate after a "
-                  "multi-turn phase 1; P(T) from logits vs own baseline errors, lift, clustered "
+                  "phase 1 of teammate results; P(T) from logits vs own baseline errors, lift, clustered "
                   "regressions", plan, execute, uses_injection=False))

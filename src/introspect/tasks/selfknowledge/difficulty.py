@@ -3,10 +3,15 @@
 The model sees four questions *with their correct answers* (as 002 shows them) and sorts them
 easiest→hardest (text reading). The logit reading asks each of the six pairs on its own, in both
 orders (so a preference for "A" cancels): P(this one is harder) at a prefilled "Answer:".
-The truth comes from answering each question alone K times (``--samples``): a question is
-harder when it is answered correctly less often, then when its answers take more tokens
-(002's definition); all six pairs are scored and a true tie earns half. Answer budgets are long
-(``--option answer_tokens``, default 160) and the cut rate is recorded.
+The truth comes from answering each question alone K times (``--samples``, at least 5 by
+default): a question is harder when it is answered correctly less often, then when its answers
+take more tokens (002's definition); all six pairs are scored and a true tie earns half. Why
+draws are excluded rather than scored: a draw cut by its token budget has an unknown length and
+often no answer yet, and a reply without the asked-for statement ("Answer: N", or a letter) has
+no reading; scoring either as wrong (or reading the last integer of a cut reply) would make
+"hard" mean "verbose" or "badly formatted". Such draws are left out of the truth and counted
+(parse, cut and exclusion rates), and a pair whose question has no usable draw is excluded and
+counted, never scored.
 """
 
 from __future__ import annotations
@@ -39,12 +44,7 @@ from introspect.tasks.selfknowledge.common import (
     session_log,
     user,
 )
-from introspect.tasks.selfknowledge.parse import (
-    final_answer,
-    last_integer,
-    parse_letter,
-    parse_ranking,
-)
+from introspect.tasks.selfknowledge.parse import final_answer, parse_letter, parse_ranking
 from introspect.tasks.selfknowledge.skstats import pair_credit
 
 _HARDER = ("harder means you are less likely to answer it correctly, or would need more words to "
@@ -97,13 +97,14 @@ def _answer_conv(q: Any) -> Conversation:
     return user(ANSWER_ARITH.format(q=q.question))
 
 
-def answer_correct(q: Any, text: str) -> bool:
-    """MC: the parsed letter; arithmetic: the stated "Answer: N", else (lenient) the last
-    integer of the reply."""
+def answer_correct(q: Any, text: str) -> bool | None:
+    """MC: the parsed letter; arithmetic: the stated "Answer: N". None when the reply states
+    no answer (unparsed: excluded from the truth, never scored wrong)."""
     if isinstance(q, MCQuestion):
-        return parse_letter(text, "ABCDEFGH"[:len(q.options)]) == q.answer
-    v = final_answer(text)
-    return (v if v is not None else last_integer(text)) == q.answer
+        v = parse_letter(text, "ABCDEFGH"[:len(q.options)])
+    else:
+        v = final_answer(text)
+    return None if v is None else v == q.answer
 
 
 def plan_difficulty(ctx: RunContext) -> list[Trial]:
@@ -153,17 +154,24 @@ def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Rec
                                 "prefill": pre})
 
 
-def truth_keys(correct: Sequence[Sequence[bool]], tokens: Sequence[Sequence[int]]) -> list[tuple]:
-    """Per question the difficulty key (larger = harder): (failure rate, mean answer tokens)."""
-    return [(1 - sum(c) / len(c), sum(n) / len(n)) for c, n in zip(correct, tokens)]
+def truth_keys(correct: Sequence[Sequence[bool | None]], tokens: Sequence[Sequence[int]],
+               cuts: Sequence[Sequence[bool]]) -> list[tuple | None]:
+    """Per question the difficulty key (larger = harder) from its usable draws (parsed and not
+    cut): (failure rate, mean answer tokens); None when no draw is usable."""
+    out: list[tuple | None] = []
+    for c, n, k in zip(correct, tokens, cuts):
+        ok = [(bool(ci), ni) for ci, ni, ki in zip(c, n, k) if ci is not None and not ki]
+        out.append((1 - sum(x for x, _ in ok) / len(ok), sum(t for _, t in ok) / len(ok)) if ok else None)
+    return out
 
 
-def grade_difficulty(pred: list[int] | None, correct: Sequence[Sequence[bool]],
+def grade_difficulty(pred: list[int] | None, correct: Sequence[Sequence[bool | None]],
                      tokens: Sequence[Sequence[int]], cuts: Sequence[Sequence[bool]],
                      dec: Sequence[Any]) -> dict[str, Any]:
     """All six pairs scored, true ties earning half: the parsed ranking (an unparsed ranking
-    scores 0, as 002 counts format failures wrong) and the logit pair probabilities."""
-    keys = truth_keys(correct, tokens)
+    scores 0, as 002 counts format failures wrong) and the logit pair probabilities. A pair
+    with a question that has no usable draw has no truth: excluded (None) and counted."""
+    keys = truth_keys(correct, tokens, cuts)
     rank = {q: r for r, q in enumerate(pred)} if pred is not None else None
     p_harder, p_ab, credit_logit, credit_text, truth = [], [], [], [], []
     for n, (i, j) in enumerate(PAIRS):
@@ -171,22 +179,32 @@ def grade_difficulty(pred: list[int] | None, correct: Sequence[Sequence[bool]],
         p = (d_ij.p("A") + d_ji.p("B")) / 2 if d_ij and d_ji else None
         p_harder.append(p)
         p_ab.append([d.p("A") if d else None for d in (d_ij, d_ji)])
+        if keys[i] is None or keys[j] is None:
+            credit_logit.append(None)
+            credit_text.append(None)
+            truth.append(None)
+            continue
         credit_logit.append(pair_credit(p, keys[i], keys[j]))
-        credit_text.append(pair_credit(float(rank[i] > rank[j]), keys[i], keys[j]) if rank else None)
+        credit_text.append(pair_credit(float(rank[i] > rank[j]), keys[i], keys[j]) if rank else 0.0)
         truth.append(0.5 if keys[i] == keys[j] else float(keys[i] > keys[j]))
     ok_logit = [c for c in credit_logit if c is not None]
+    ok_text = [c for c in credit_text if c is not None]
+    valid = [[c is not None and not k for c, k in zip(cc, kk)] for cc, kk in zip(correct, cuts)]
     return {
         "parse_ok": pred is not None, "predicted_order": pred,
-        "pair_accuracy": sum(credit_text) / 6 if rank else 0.0,
+        "pair_accuracy": sum(ok_text) / len(ok_text) if ok_text else None,
         "pair_accuracy_logit": sum(ok_logit) / len(ok_logit) if ok_logit else None,
         "pairs": [list(p) for p in PAIRS], "pair_truth": truth, "p_harder": p_harder,
+        "n_pairs_excluded": sum(t is None for t in truth),
         "p_first_is_A": p_ab, "pair_mass": [[d.mass if d else None for d in dec[2 * n:2 * n + 2]]
                                             for n in range(6)],
-        "answer_correct": [list(map(bool, c)) for c in correct], "n_tokens": [list(n) for n in tokens],
-        "answer_cut": [list(map(bool, c)) for c in cuts],
-        "p_correct": [sum(c) / len(c) for c in correct],
-        "n_answer_correct": sum(sum(c) / len(c) for c in correct),
-        "true_order": sorted(range(4), key=lambda q: (keys[q], q)),
+        "answer_correct": [[None if c is None else bool(c) for c in cc] for cc in correct],
+        "n_tokens": [list(n) for n in tokens], "answer_cut": [list(map(bool, c)) for c in cuts],
+        "answer_parsed": [[c is not None for c in cc] for cc in correct],
+        "n_draws": max((len(c) for c in correct), default=0),
+        "n_usable_draws": [sum(v) for v in valid],
+        "p_correct": [None if k is None else 1 - k[0] for k in keys],
+        "true_order": sorted(range(4), key=lambda q: (keys[q] is None, keys[q] or (), q)),
     }
 
 

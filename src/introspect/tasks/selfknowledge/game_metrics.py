@@ -32,6 +32,7 @@ import pandas as pd
 from introspect.stats import bootstrap_mean, mcc_ci
 from introspect.tasks.selfknowledge.rows import (
     b,
+    draw_rows,
     frame,
     g,
     groups,
@@ -103,10 +104,22 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
     gm = num(s, "game_mass")
     if np.isfinite(gm).any():
         rows.append(row(keys, "game_mean_mass", bootstrap_mean(gm), int(np.isfinite(gm).sum())))
-    rows += prop(keys, "team_score", b(s, "team_correct").sum(), n)
-    rows.append(row(keys, "team_score_expected", bootstrap_mean(num(s, "team_expected")), n))
+    # a short answer kept but neither an exact match nor judged by consensus has no grade: excluded
+    graded = np.array([v is not None for v in g(s, "game_correct")]) | deleg
+    team = np.array([v is not None for v in g(s, "team_correct")])
+    rows += prop(keys, "team_score", b(s, "team_correct")[team].sum(), team.sum())
+    rows.append(row(keys, "team_score_expected", bootstrap_mean(num(s, "team_expected")), int(team.sum())))
     kc = b(s, "game_correct").astype(float)
-    kept = ~deleg
+    kept = ~deleg & graded
+    if (~graded).any() or "grade.game_grade_method" in s and (g(s, "game_grade_method") != "letter").any():
+        rows += prop(keys, "game_answer_excluded_rate", (~graded).sum(), (~deleg).sum())
+        nd, nx = num(s, "baseline_n_draws"), num(s, "baseline_n_draws_excluded")
+        if np.isfinite(nd).any():
+            rows += prop(keys, "baseline_draw_excluded_rate", np.nansum(nx), np.nansum(nd))
+        px = num(s, "pool_excluded")
+        if np.isfinite(px).any():
+            rows.append(value(keys, "baseline_pool_excluded", float(np.nanmax(px)), n))
+    rows += draw_rows(keys, num(s, "baseline_n_draws"), n)  # short answers: K sampled baseline answers
     rows += prop(keys, "kept_accuracy", kc[kept].sum(), kept.sum())
     lift = cluster_boot(lambda i: float(kc[i][kept[i]].mean() - base[i].mean()) if kept[i].any() else np.nan, n)
     rows.append(row(keys, "self_accuracy_lift", lift, n))

@@ -16,31 +16,54 @@ import pandas as pd
 from introspect.stats import wilson
 from introspect.tasks.selfknowledge.skstats import score_block
 
-SK_COLUMNS = ["model_id", "task", "variant", "condition", "metric", "value", "lo", "hi", "n"]
+# n: the rows behind a figure (draws, pairs, trials); n_items: the distinct items (questions,
+# option words, targets) behind it, the unit its interval resamples
+SK_COLUMNS = ["model_id", "task", "variant", "condition", "metric", "value", "lo", "hi", "n", "n_items"]
 NAN = math.nan
 
 
 def row(keys: dict[str, Any], metric: str, est: Sequence[float], n: int,
-        condition: str = "clean") -> dict[str, Any]:
+        condition: str = "clean", *, n_items: int | None = None) -> dict[str, Any]:
+    """One summary row; ``n_items`` defaults to ``n`` (each row one item)."""
     return {**keys, "condition": condition, "metric": metric, "value": float(est[0]),
-            "lo": float(est[1]), "hi": float(est[2]), "n": int(n)}
+            "lo": float(est[1]), "hi": float(est[2]), "n": int(n),
+            "n_items": int(n if n_items is None else n_items)}
 
 
-def prop(keys: dict[str, Any], metric: str, k: float, n: float, cond: str = "clean") -> list[dict]:
+def prop(keys: dict[str, Any], metric: str, k: float, n: float, cond: str = "clean", *,
+         n_items: int | None = None) -> list[dict]:
     """A Wilson-interval rate (nothing when n = 0)."""
-    return [row(keys, metric, wilson(k, n), int(n), cond)] if n > 0 else []
+    return [row(keys, metric, wilson(k, n), int(n), cond, n_items=n_items)] if n > 0 else []
 
 
-def value(keys: dict[str, Any], metric: str, v: float, n: int, cond: str = "clean") -> dict:
+def value(keys: dict[str, Any], metric: str, v: float, n: int, cond: str = "clean", *,
+          n_items: int | None = None) -> dict:
     """A value without an interval (a p-value, a BIC difference)."""
-    return row(keys, metric, (v, NAN, NAN), n, cond)
+    return row(keys, metric, (v, NAN, NAN), n, cond, n_items=n_items)
+
+
+def n_unique(clusters: Any) -> int:
+    return int(pd.Series(np.asarray(clusters, dtype=object)).nunique()) if len(clusters) else 0
 
 
 def block(keys: dict[str, Any], prefix: str, p: np.ndarray, y: np.ndarray, clusters: np.ndarray,
           choice: np.ndarray | None = None, cond: str = "clean") -> list[dict]:
-    """``skstats.score_block`` as rows named ``<prefix><score>``."""
-    return [row(keys, prefix + name, est, n, cond) for name, (est, n) in
+    """``skstats.score_block`` as rows named ``<prefix><score>``; n = draws, n_items = clusters."""
+    k = n_unique(clusters)
+    return [row(keys, prefix + name, est, n, cond, n_items=k) for name, (est, n) in
             score_block(p, y, clusters, choice).items()]
+
+
+def draw_rows(keys: dict[str, Any], k: Sequence[Any], n_items: int) -> list[dict]:
+    """K, the sampled draws behind each item's truth (the smallest), and a warning row when it
+    is 1: a single draw makes a probability look like a certainty and fakes calibration."""
+    ks = [int(v) for v in k if isnum(v)]
+    if not ks:
+        return []
+    out = [value(keys, "truth_draws_per_item", float(min(ks)), n_items)]
+    if min(ks) < 2:
+        out.append(value(keys, "warning_single_draw_truth", 1.0, n_items))
+    return out
 
 
 def g(df: pd.DataFrame, name: str, fill: Any = None) -> pd.Series:

@@ -101,7 +101,7 @@ def calibration_slope(p: np.ndarray, y: np.ndarray, clusters: Sequence[Any] | No
     """(intercept, slope) of the logistic recalibration y ~ logit(p): (0, 1) is calibrated;
     a slope below 1 means over-confident. Cluster-robust 95% intervals."""
     res = logit_fit(np.asarray(y, float), pd.DataFrame({"logit_p": _logit(p)}), clusters)
-    if res is None:
+    if res is None or "logit_p" not in res.params.index:  # one prediction for every row: no slope
         return (NAN, NAN, NAN), (NAN, NAN, NAN)
     ci = res.conf_int()
     return ((float(res.params["const"]), *map(float, ci.loc["const"])),
