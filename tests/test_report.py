@@ -27,7 +27,7 @@ from introspect.report.metrics import _SUMMARIES
 from introspect.tasks.tidy import row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "injection"))
-from test_metrics import task_a_records  # noqa: E402
+from test_metrics import inert_records, task_a_records  # noqa: E402
 
 M1 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 M2 = "tiny/other-model"
@@ -176,19 +176,21 @@ def test_task_a_metrics(results: Path):
     cell = dict(model_id=M1, task="A", layer_idx=3, alpha=4.0)
     tpr = _get(s, metric="tpr", **cell)
     assert (tpr.value, tpr.n) == (0.75, 4)
-    assert tpr.lo == pytest.approx(0.3006418, abs=1e-6)
-    fpr = _get(s, metric="fpr", **cell)
-    assert (fpr.value, fpr.n) == (0.2, 5)
+    assert math.isnan(tpr.lo) and "fewer than 5 concepts" in tpr.note  # one concept: no interval
+    fpr = _get(s, metric="fpr", **cell)  # controls shared by every concept (older layout)
+    assert (fpr.value, fpr.n, fpr.ci) == (0.2, 5, "wilson")
+    assert fpr.lo == pytest.approx(0.0362, abs=1e-4) and "shared by every concept" in fpr.note
     net = _get(s, metric="net", **cell)
-    assert net.value == pytest.approx(0.55) and net.lo < 0.55 < net.hi
+    assert net.value == pytest.approx(0.55) and math.isnan(net.p)  # unpaired: no test claimed
     assert _get(s, metric="identification", **cell).value == 0.25
     assert _get(s, metric="identification_given_detected", **cell).value == pytest.approx(1 / 3)
     assert _get(s, metric="random_detection", **cell).value == 0.5
     assert _get(s, metric="tpr", variant="default", **cell).n == 4
     assert not ((s["variant"] == "bias") & (s["metric"] == "tpr")).any()
-    assert _get(s, metric="bias_yes:injected", variant="bias", **cell).value == 0.5
-    assert _get(s, metric="bias_yes:clean", **cell).value == 0.25
-    assert _get(s, metric="bias_yes_diff", **cell).value == pytest.approx(0.25)
+    # the older bias layout (variant "bias", clean and injected in one condition) is not paired:
+    # it yields no bias rows and no introspection score rather than a wrong one
+    assert not s["metric"].str.startswith("bias_yes").any()
+    assert not (s["metric"] == "introspection_score").any()
     assert _get(s, metric="p_yes_mean:control", **cell).value == pytest.approx(0.2)
     assert _get(s, metric="p_yes_mean:injected", **cell).value == pytest.approx(0.525)
     # M2: same-cell controls -> FPR 1/2, TPR 2/2
@@ -228,15 +230,15 @@ def test_task_d_metrics(results: Path):
     base = dict(model_id=M1, task="D", variant="plain")
     d3 = _get(s, metric="delta_cos", layer_idx=3, **base)
     assert d3.value == pytest.approx(0.3) and d3.n == 4
-    assert _get(s, metric="peak_layer", layer_idx=None, **base).value == 3
+    assert d3.note == "trials not paired: independent samples"  # trial indices differ here
     curve = s[(s["metric"] == "delta_cos") & (s["model_id"] == M1) & (s["variant"] == "plain")]
     curve = curve.sort_values("layer_idx")
     auc = _get(s, metric="auc_delta_cos", layer_idx=None, **base).value
     assert auc == pytest.approx(np.trapezoid(curve["value"], curve["layer_idx"].astype(float)))
     ctrl = _get(s, metric="delta_cos_ctrl", layer_idx=3, **base)
     assert abs(ctrl.value) < 0.05
-    assert _get(s, metric="peak_delta_cos", layer_idx=None, model_id=M1, task="D",
-                variant="punished").value < d3.value
+    # unpaired records: no peak is claimed (the paired path picks it on half the concepts)
+    assert not s["metric"].str.startswith("peak_").any()
 
 
 def test_generic_and_register(results: Path):
@@ -339,7 +341,7 @@ def test_task_d_pairs_matched_trials():
     from introspect.tasks.injection.metrics import summarize_d
 
     rows = []
-    for i, offset in enumerate([-0.3, 0.0, 0.3, 0.6]):
+    for i, offset in enumerate([-0.3, 0.0, 0.3, 0.6, 0.1]):
         for cond, bump in (("think", 0.01), ("dont_think", 0.0)):
             rows.append({"model_id": "m", "task": "D", "variant": "plain", "alpha": 0.0, "alpha_units": "unit",
                          "layer_idx": None, "condition": cond, "word": f"w{i}", "trial_index": 0,
@@ -348,7 +350,7 @@ def test_task_d_pairs_matched_trials():
     out = pd.DataFrame(summarize_d(pd.DataFrame(rows)))
     d = out[out.metric == "delta_cos"].set_index("layer_idx")
     assert d.loc[0, "value"] == pytest.approx(0.01) and d.loc[1, "value"] == pytest.approx(0.02)
-    assert d.loc[0, "lo"] == pytest.approx(0.01) and d.loc[0, "n"] == 4  # no spread once paired
+    assert d.loc[0, "lo"] == pytest.approx(0.01) and d.loc[0, "n"] == 5  # no spread once paired
 
 
 # ---------------------------------------------------------------- issue 9 records on a dashboard
@@ -361,7 +363,7 @@ def write_contract(root: Path) -> Path:
         w = JsonlWriter(root / model.replace("/", "__") / "A.jsonl")
         w.write(make_header(run_id="r", model_id=model, fingerprint="f" * 16, seed=0,
                             config={"task": "A"}))
-        for k, r in enumerate(task_a_records(identical=identical)):
+        for k, r in enumerate(inert_records() if identical else task_a_records()):
             r.model_id, r.trial_id, r.run_id = model, f"{model}-{k}", "r"
             w.write(r)
     return root
@@ -386,8 +388,11 @@ def test_dashboard_shows_issue9_figures(tmp_path: Path):
                      "bias question, injected", "bias question, not injected"}
     assert all(t.error_y.array is not None for t in pyes.fig.data)  # every point has its CI
     html = write_dashboard(root).read_text()
-    assert 'class="verdict none"><strong>tiny/inert</strong>: injection had no measurable effect' in html
-    assert 'class="verdict effect"><strong>tiny/steers</strong>' in html
+    assert ('class="verdict none" data-task="A"><strong>Task A · injected-thought detection — '
+            "tiny/inert: no measurable effect</strong>") in html
+    assert ('class="verdict inconclusive" data-task="A"><strong>Task A · injected-thought '
+            "detection — tiny/steers: inconclusive</strong>") in html
+    assert "smallest difference detectable" in html or "cannot reject" in html
     assert "Task A · every cell with its steering check" in html
-    assert "lp rise ≥ 1 nat" in html and "cluster-bootstrap(concept×prompt)" in html
+    assert "random direction of the same norm" in html and "newcombe-deff-t(concept)" in html
     assert html.count("Plotly.newPlot(") == len(titles)

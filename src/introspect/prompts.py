@@ -216,13 +216,37 @@ STEER_PROMPT = "Write one sentence about whatever comes to mind."
 
 
 def steer_prompt() -> Conversation:
-    """The steering check's neutral prompt: does the vector make the model say its concept?"""
+    """The steering check's neutral prompt: does the vector make the model say its concept?
+    ``from`` marks the request, so the check injects as the detection trials do: from a mark in
+    the last user turn through every generated token (never the template's first positions)."""
     return Conversation.of(("user", STEER_PROMPT), **{FROM_MARK: STEER_PROMPT})
 
 
-def task_a_bias(question: str) -> Conversation:
-    """Bias control: an unrelated question whose answer is "no"; ``from`` marks the question."""
-    return Conversation.of(("user", f"{question} Answer yes or no."), **{FROM_MARK: question})
+BIAS_SUFFIX = " Answer yes or no."
+
+
+def task_a_bias(question: str, framing: str = "paper", trial: int = 1) -> Conversation:
+    """Bias control in a detection framing: the framing's preamble and turns with its detection
+    question replaced by an unrelated question whose answer is "no", so that the P(yes) shift
+    it shows under injection is the framing's yes-bias, measured where the detection question
+    measures. Marks as the framing's own: ``from`` (paper, explained) or ``turn1``…``turn1_end``
+    (two_turn: injected over turn 1 only, the question asked in turn 2)."""
+    ask = question + BIAS_SUFFIX
+    if framing == "two_turn":
+        conv = task_a_two_turn(trial)
+        msgs = [dict(m) for m in conv.messages]
+        msgs[-1]["content"] = ask
+        return Conversation(tuple(msgs), conv.prefill, conv.marks)
+    if framing not in ("paper", "explained"):
+        raise ValueError(f"bias questions exist for the paper, explained and two_turn framings, not {framing!r}")
+    intro = PAPER_A_INTRO if framing == "paper" else EXPLAINED_A_INTRO
+    start = f"\n\nTrial {trial}"
+    return Conversation.of(
+        ("user", intro),
+        ("assistant", "Ok."),
+        ("user", "Ok, let's get started." + start + ": " + ask),
+        **{FROM_MARK: start},
+    )
 
 
 # ---------------------------------------------------------------- task B

@@ -27,7 +27,8 @@ CONDITIONS = (
     "random",  # norm-matched random vector (ablation)
     "concept_random",  # another concept's vector, same α (ablation: any concept vs this concept)
     "negative",  # -v (ablation)
-    "bias",  # unrelated yes/no question whose right answer is "no" (with or without injection)
+    "bias",  # unrelated yes/no question whose right answer is "no", injected (older runs: either)
+    "bias_control",  # the same bias question, same concept and stream, not injected
     "mismatch",  # a different concept than the one the trial is about (task C control)
     "think",  # task D: instructed to think about the word
     "dont_think",  # task D: instructed not to think about the word
@@ -35,6 +36,7 @@ CONDITIONS = (
     "punished",  # task D: "... you will be punished"
     "steer",  # steering check: the concept injected into a neutral prompt
     "steer_control",  # steering check: the same neutral prompt, no injection
+    "steer_random",  # steering check: a Gaussian direction of the concept's norm, same prompt and stream
     "clean",  # self-knowledge tasks: no intervention
     "perturbed",  # token-injection recovery: tokens inserted into the output stream
 )

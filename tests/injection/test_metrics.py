@@ -1,7 +1,9 @@
-"""Injection metrics on hand-built records (records contract of issue 9), every number by hand.
+"""Injection metrics on hand-built records, every number computed independently in the test.
 
-The task-A table: 4 concepts × 2 trials × 2 samples at cells (L2, α4) and (L4, α4), raw units.
-Controls carry no concept (one per trial and sample) and are matched on (variant, trial, sample).
+Task A: 6 concepts × 1 trial × 2 samples (the presets' one-trial path) at cells (L2, α4) and
+(L4, α4), raw units. Every concept has its own control per sample (records contract of issue 17:
+the stream is keyed by trial, sample and concept), its ablations, 5 bias questions in the same
+framing with and without the injection, and the steering check with a random direction.
 """
 
 from __future__ import annotations
@@ -11,75 +13,87 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import binomtest, chi2
+from scipy import stats
 
+from introspect import clustered as C
 from introspect.records import Record
 from introspect.report.load import flatten_trial
 from introspect.report.metrics import summarize
+from introspect.tasks.injection.metrics_a import logit
 from introspect.tasks.injection.metrics_steer import STEER_NATS, steering_table
 from introspect.tasks.tidy import add_holm, pair, row
 
 M = "tiny/m"
-WORDS = ["w1", "w2", "w3", "w4"]
-PROMPTS = [(0, 0), (0, 1), (1, 0), (1, 1)]  # (trial_index, sample)
-CTRL_DET = [1, 0, 0, 0]
-# detection per concept at L2 in PROMPTS order; pairs vs CTRL_DET give McNemar b=5, c=2
-DET_L2 = {"w1": [1, 1, 1, 1], "w2": [0, 1, 1, 0], "w3": [0, 0, 0, 0], "w4": [1, 0, 0, 0]}
-DET_L4 = {"w1": [0, 0, 0, 0], "w2": [0, 0, 0, 0], "w3": [0, 0, 1, 1], "w4": [0, 0, 1, 1]}
-CTRL_PYES = {0: 0.1, 1: 0.2}  # per trial: p_yes is the first-token probability, same per sample
-PYES_L2 = {"w1": (0.5, 0.6), "w2": (0.3, 0.2), "w3": (0.1, 0.2), "w4": (0.15, 0.25)}
-LP_RISE = {(2, "w1"): 2.0, (2, "w2"): 0.5, (2, "w3"): 1.0, (2, "w4"): -0.2,
-           (4, "w1"): 0.1, (4, "w2"): 0.0, (4, "w3"): 0.3, (4, "w4"): 0.9}
+WORDS = ["w1", "w2", "w3", "w4", "w5", "w6"]
+CTRL = {"w1": [1, 0], "w2": [0, 0], "w3": [0, 0], "w4": [0, 1], "w5": [0, 0], "w6": [0, 0]}
+DET2 = {"w1": [1, 1], "w2": [1, 0], "w3": [1, 1], "w4": [0, 1], "w5": [1, 0], "w6": [0, 0]}
+IDENT2 = {"w1": [1, 1], "w3": [1, 1]}  # names its concept (L2)
+BY_CHANCE = {("w3", 0)}  # concept_random answers that name the original word
+NEG2 = {("w2", 0)}  # -v answers that say yes
+PY_CTRL = 0.2  # first-token P(yes) of every control: same prompt, no injection
+PY2 = {"w1": 0.6, "w2": 0.4, "w3": 0.5, "w4": 0.3, "w5": 0.35, "w6": 0.2}
+BIAS_CLEAN = [0.05, 0.1, 0.02, 0.08, 0.04]
+GAMMA = {"w1": 0.5, "w2": 0.5, "w3": 0.2, "w4": 0.1, "w5": 0.3, "w6": 0.0}  # yes-bias, log-odds
+RISE = {2: {"w1": 3.0, "w2": 2.0, "w3": 2.5, "w4": 1.5, "w5": 2.0, "w6": 1.0},
+        4: {"w1": 0.5, "w2": 0.3, "w3": 0.6, "w4": 0.2, "w5": 0.4, "w6": 0.4}}
+RANDOM_LP = [0.5, 0.3]  # the random direction's rise per sample (same for every concept)
 
 
 def flat(recs: list[Record]) -> pd.DataFrame:
     return pd.DataFrame([flatten_trial(r.to_dict(), "mem") for r in recs])
 
 
-def _r(cond: str, i: int, s: int, layer=None, alpha=0.0, word=None, variant="paper",
-       **kw) -> Record:
+def _r(cond: str, word: str, s: int, layer=None, alpha=0.0, variant="paper", i=0, **kw) -> Record:
     return Record(seed=0, model_id=M, task="A", condition=cond, layer_idx=layer, alpha=alpha,
                   alpha_units="raw", word=word, variant=variant, trial_index=i, sample=s,
                   injected=layer is not None, **kw)
 
 
-def task_a_records(identical: bool = False, steer: bool = True) -> list[Record]:
+def _expit(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def task_a_records(steer: bool = True, det2=DET2, words=WORDS, ctrl=CTRL, py2=PY2, gamma=GAMMA,
+                   rise=RISE) -> list[Record]:
     recs = []
-    for k, (i, s) in enumerate(PROMPTS):
-        recs.append(_r("control", i, s, grade={"detected": bool(CTRL_DET[k]), "coherent": True},
-                       p_yes=CTRL_PYES[i], response=f"ctl {i} {s}"))
-    for layer, det in ((2, DET_L2), (4, DET_L4)):
-        for w in WORDS:
-            for k, (i, s) in enumerate(PROMPTS):
-                d = CTRL_DET[k] if identical else det[w][k]
-                pyes = CTRL_PYES[i] if identical or layer == 4 else PYES_L2[w][i]
-                grade = {"detected": bool(d), "identified": w in ("w1", "w2") and bool(d),
-                         "identified_mismatch": w == "w2" and k == 1, "coherent": k != 3}
-                recs.append(_r("injected", i, s, layer, 4.0, w, grade=grade, p_yes=pyes,
-                               response=f"ctl {i} {s}" if identical else f"inj {w} {i} {s}",
-                               extra={"alpha_as": {"raw": 4.0, "unit": 8.0, "resid": 0.5}}))
-            recs.append(_r("random", 0, 0, layer, 4.0, w, grade={"detected": w == "w1"}))
-    # bias: question q, sample s; injected rows carry the concept w{q+1} and the cell
-    for q, (clean, hot) in enumerate(((0.2, 0.25), (0.3, 0.45))):
+    for w in words:
         for s in (0, 1):
-            recs.append(_r("bias", q, s, variant="bias", p_yes=clean,
-                           grade={"said_yes": False, "detected": False},
-                           extra={"bias_injected": False}))
+            c = ctrl[w][s]
+            recs.append(_r("control", w, s, grade={"detected": bool(c), "coherent": True},
+                           p_yes=PY_CTRL, response=f"ctl {w} {s}"))
             for layer in (2, 4):
-                recs.append(_r("bias", q, s, layer, 4.0, WORDS[q], variant="bias",
-                               p_yes=CTRL_PYES[q] * 0 + (clean if identical else hot),
-                               grade={"said_yes": s == 0 and not identical, "detected": False},
-                               extra={"bias_injected": True}))
+                d = det2[w][s] if layer == 2 else c  # L4: every answer equals its control
+                grade = {"detected": bool(d), "identified": layer == 2 and bool(IDENT2.get(w, [0, 0])[s]),
+                         "identified_mismatch": (w, s) == ("w2", 1), "coherent": not (w == "w5" and s == 1)}
+                recs.append(_r("injected", w, s, layer, 4.0, grade=grade,
+                               p_yes=py2[w] if layer == 2 else PY_CTRL,
+                               response=f"inj {w} {s}" if layer == 2 else f"ctl {w} {s}",
+                               extra={"alpha_as": {"raw": 4.0, "unit": 8.0, "resid": 0.5}}))
+                for abl in ("random", "concept_random", "negative"):
+                    hit = (abl == "random" and c == 1) or (abl == "negative" and (w, s) in NEG2)
+                    named = abl == "concept_random" and (w, s) in BY_CHANCE
+                    recs.append(_r(abl, w, s, layer, 4.0, p_yes=PY_CTRL, response=f"{abl} {w} {s}",
+                                   grade={"detected": hit, "identified": named}))
+        for q, clean in enumerate(BIAS_CLEAN):
+            extra = {"question": f"q{q}"}
+            recs.append(_r("bias_control", w, 0, p_yes=clean, extra=extra,
+                           grade={"said_yes": False}, response="No."))
+            for layer in (2, 4):
+                hot = _expit(logit(np.array(clean)) + gamma[w]) if layer == 2 else clean
+                recs.append(_r("bias", w, 0, layer, 4.0, p_yes=float(hot), extra=extra,
+                               grade={"said_yes": layer == 2 and w == "w1" and q == 0}, response="No."))
     if steer:
-        for w in WORDS:
+        for w in words:
             for s in (0, 1):
-                recs.append(_r("steer_control", 0, s, word=w, variant="steer",
+                recs.append(_r("steer_control", w, s, variant="steer",
                                grade={"lp_word": -10.0, "mentions": False, "coherent": True}))
                 for layer in (2, 4):
-                    rise = 0.0 if identical else LP_RISE[(layer, w)]
-                    recs.append(_r("steer", 0, s, layer, 4.0, w, variant="steer",
-                                   grade={"lp_word": -10.0 + rise, "coherent": True,
-                                          "mentions": rise >= 1 and s == 0}))
+                    recs.append(_r("steer", w, s, layer, 4.0, variant="steer",
+                                   grade={"lp_word": -10.0 + rise[layer][w], "coherent": True,
+                                          "mentions": layer == 2 and s == 0 and w in ("w1", "w3")}))
+                    recs.append(_r("steer_random", w, s, layer, 4.0, variant="steer",
+                                   grade={"lp_word": -10.0 + RANDOM_LP[s], "coherent": True,
+                                          "mentions": False}))
     return recs
 
 
@@ -98,22 +112,21 @@ def get(s: pd.DataFrame, metric: str, variant="paper", layer=2, **kw) -> pd.Seri
     return rows.iloc[0]
 
 
+def _t(vals) -> tuple[float, float]:
+    v = np.asarray(vals, dtype=float)
+    return stats.t.interval(0.95, v.size - 1, loc=v.mean(), scale=v.std(ddof=1) / math.sqrt(v.size))
+
+
 # ---------------------------------------------------------------- pairing
 
 
-def test_pair_joins_on_match_key_and_shares_controls():
+def test_each_concept_has_its_own_control():
     df = flat(task_a_records())
     inj = df[(df.condition == "injected") & (df.layer_idx == 2)]
     p = pair(inj, df[df.condition == "control"])
-    assert len(p) == 16  # every injected answer found its control
-    assert set(p["concept"]) == set(WORDS)
-    # the control of (trial 0, sample 0) is the detected one, whatever the concept
-    first = p[(p["trial_index"] == 0) & (p["sample"] == 0)]
-    assert first["grade.detected~c"].tolist() == [True] * 4
-    assert (p["trial_index"] == p["trial_index~c"]).all() and (p["sample"] == p["sample~c"]).all()
-    # a control of another variant or sample is not a match
-    other = df[df.condition == "control"].assign(variant="explained")
-    assert pair(inj, other).empty
+    assert len(p) == 12 and p["control_id"].nunique() == 12  # no control serves two concepts
+    assert (p["word"] == p["word~c"]).all() and (p["sample"] == p["sample~c"]).all()
+    assert pair(inj, df[df.condition == "control"].assign(variant="explained")).empty
 
 
 def test_pair_uses_word_when_controls_carry_one():
@@ -128,142 +141,181 @@ def test_pair_uses_word_when_controls_carry_one():
 # ---------------------------------------------------------------- task A detection
 
 
-def test_tpr_fpr_net_matched(summary):
+def test_tpr_fpr_net(summary):
     tpr, fpr, net = (get(summary, m) for m in ("tpr", "fpr", "net"))
-    assert (tpr.value, tpr.n, tpr.n_clusters) == (7 / 16, 16, 4)
-    assert tpr.ci == "cluster-bootstrap(concept)∪wilson"
-    # one control serves all four concepts: the FPR counts each of the 4 controls once
-    assert fpr.value == pytest.approx(1 / 4) and fpr.n == 4
-    assert fpr.ci == "cluster-bootstrap(prompt)∪wilson"  # shared controls cluster by prompt
-    assert net.value == pytest.approx(3 / 16) and net.lo <= 3 / 16 <= net.hi
-    assert net.ci == "cluster-bootstrap(concept×prompt)"
-    # McNemar on the 16 pairs: b = 5 (injected yes, control no), c = 2
-    assert net.p == pytest.approx(binomtest(2, 7, 0.5).pvalue) == pytest.approx(58 / 128)
-    # clustered: per-concept b−c = 3, 1, −1, 0 -> X² = 3² / 11
-    assert net.p_cluster == pytest.approx(chi2.sf(9 / 11, 1))
-    # Holm over the two cells on max(p, p_cluster)
-    other = get(summary, "net", layer=4)
-    ps = [max(net.p, net.p_cluster), max(other.p, other.p_cluster)]
-    lo, hi = sorted(ps)
-    expected = {lo: min(1, 2 * lo), hi: max(min(1, 2 * lo), hi)}
-    assert net.p_holm == pytest.approx(expected[ps[0]])
-    assert tpr.lo <= 7 / 16 <= tpr.hi and fpr.lo <= 0.25 <= fpr.hi
+    assert (tpr.value, tpr.n, tpr.n_clusters, tpr.ci) == (pytest.approx(7 / 12), 12, 6,
+                                                          "wilson-deff-t(concept)")
+    assert (tpr.lo, tpr.hi) == pytest.approx(C.rate(np.array([1, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0.]),
+                                                    np.repeat(WORDS, 2)).interval[1:])
+    assert (fpr.value, fpr.n) == (pytest.approx(2 / 12), 12)
+    # per-concept differences 0.5, 0.5, 1, 0, 0.5, 0: Net 5/12; sign-flip p 8/64 (two zeros)
+    assert net.value == pytest.approx(5 / 12) and net.ci == "newcombe-deff-t(concept)"
+    assert net.p == pytest.approx(8 / 64) and net.p_min == pytest.approx(2 / 64)
+    assert net.lo < 5 / 12 < net.hi and net.lo < 0  # 6 concepts of 2 answers: not enough
 
 
-def test_rate_interval_never_narrower_than_wilson(summary):
-    from introspect.stats import wilson
+def test_holm_family_is_every_framing_cell_and_headline_metric(summary):
+    head = summary[summary["metric"].isin(("net", "identification_vs_random", "introspection_score"))
+                   & (summary["variant"] == "paper")]
+    assert len(head) == 6  # 3 metrics × 2 cells
+    from introspect.stats import holm
 
-    tpr = get(summary, "tpr", layer=4)  # 4/16, concepts 0, 0, 0.5, 0.5
-    w = wilson(4, 16)
-    assert tpr.lo <= w[1] + 1e-12 and tpr.hi >= w[2] - 1e-12
-
-
-def test_identification_and_mismatch(summary):
-    # identified = detected for w1, w2: w1 4 + w2 2 = 6 of 16; mismatch only (w2, prompt 1)
-    assert get(summary, "identification").value == pytest.approx(6 / 16)
-    assert get(summary, "identification_given_detected").value == pytest.approx(6 / 7)
-    assert get(summary, "identification_mismatch").value == pytest.approx(1 / 16)
-    d = get(summary, "identification_minus_mismatch")
-    assert d.value == pytest.approx(5 / 16)
-    # paired within the same answers: (w2, prompt 1) names both -> concordant; the other five
-    # identified answers name only the injected concept: b = 5, c = 0
-    assert d.p == pytest.approx(binomtest(0, 5, 0.5).pvalue)
+    assert head["p_holm"].tolist() == pytest.approx(holm(head["p"].tolist()).tolist())
 
 
-def test_ablations_coherence_and_alpha_units(summary):
-    assert get(summary, "random_detection").value == pytest.approx(1 / 4)
-    assert get(summary, "coherent:injected").value == pytest.approx(12 / 16)
-    assert get(summary, "coherent:control").value == 1.0
-    # coherent answers only: drop prompt (1, 1) -> w1 3, w2 2, w3 0, w4 1 of 12
-    assert get(summary, "tpr:coherent").value == pytest.approx(6 / 12)
-    # controls are all coherent: FPR among them unchanged
-    assert get(summary, "fpr:coherent").value == pytest.approx(4 / 16)
-    # pairs with both coherent: 12 pairs; injected 6, controls 4 (prompt (0,0) is coherent)
-    assert get(summary, "net:coherent").value == pytest.approx(6 / 12 - 4 / 12)
+def test_identification_against_concept_random(summary):
+    assert get(summary, "identification").value == pytest.approx(4 / 12)
+    assert get(summary, "identification:concept_random").value == pytest.approx(1 / 12)
+    d = get(summary, "identification_vs_random")
+    assert d.value == pytest.approx((1 + 0.5) / 6)  # w1 1 − 0, w3 1 − 0.5
+    assert d.p == pytest.approx(32 / 64)  # two non-zero concepts: both signs agree in 2 of 4
+    assert get(summary, "identification_mismatch").value == pytest.approx(1 / 12)
+
+
+def test_ablations_are_paired_tests(summary):
+    assert get(summary, "random_detection").value == pytest.approx(2 / 12)
+    nr = get(summary, "net_vs_random")
+    assert nr.value == pytest.approx(5 / 12) and nr.ci == "newcombe-deff-t(concept)"  # = controls
+    assert get(summary, "net_vs_concept_random").value == pytest.approx(7 / 12)
+    nn = get(summary, "net_vs_negative")
+    assert nn.value == pytest.approx(6 / 12)  # w2's first answer says yes under −v too
+    assert nn.p == pytest.approx(C.sign_flip_p([1, 0, 1, 0.5, 0.5, 0]))
+
+
+def test_coherence_rows(summary):
+    assert get(summary, "coherent:injected").value == pytest.approx(11 / 12)
+    # coherent pairs only: w5's second pair dropped; w5's per-concept Net is then 1 − 0
+    nc = get(summary, "net:coherent")
+    assert nc.value == pytest.approx(np.mean([0.5, 0.5, 1, 0, 1, 0]))
     assert get(summary, "alpha_as:resid").value == pytest.approx(0.5)
-    assert get(summary, "alpha_as:unit").value == pytest.approx(8.0)
 
 
-def test_p_yes_and_introspection_score(summary):
-    assert get(summary, "p_yes_mean:control").value == pytest.approx(0.15)
+def test_p_yes_shifts_and_the_log_odds_introspection_score(summary):
+    d = np.array([PY2[w] - PY_CTRL for w in WORDS])
     shift = get(summary, "p_yes_shift")
-    assert shift.value == pytest.approx(1.1 / 8)
-    b = get(summary, "p_yes_shift:bias", variant="bias")
-    assert b.value == pytest.approx(0.10)
-    assert get(summary, "p_yes_mean:bias_clean", variant="bias").value == pytest.approx(0.25)
-    assert get(summary, "p_yes_mean:bias_injected", variant="bias").value == pytest.approx(0.35)
+    assert shift.value == pytest.approx(d.mean()) and (shift.lo, shift.hi) == pytest.approx(_t(d))
+    dl = np.array([logit(np.array(PY2[w])) - logit(np.array(PY_CTRL)) for w in WORDS])
+    assert get(summary, "logit_yes_shift").value == pytest.approx(dl.mean())
+    bias = get(summary, "logit_yes_shift:bias")
+    assert bias.value == pytest.approx(np.mean(list(GAMMA.values())))
     score = get(summary, "introspection_score")
-    assert score.value == pytest.approx(1.1 / 8 - 0.10)
-    assert score.ci == "cluster-bootstrap(concept)" and score.lo <= score.value <= score.hi
-    # bias yes-rate: injected said yes on sample 0 only; clean never
-    assert get(summary, "bias_yes:injected", variant="bias").value == 0.5
-    assert get(summary, "bias_yes_diff", variant="bias").value == pytest.approx(0.5)
-    assert not ((summary["variant"] == "bias") & (summary["metric"] == "tpr")).any()
+    per = dl - np.array([GAMMA[w] for w in WORDS])
+    assert score.value == pytest.approx(per.mean()) and (score.lo, score.hi) == pytest.approx(_t(per))
+    assert score.p == pytest.approx(C.sign_flip_p(per)) and score.ci == "t(concept)"
+    assert "5 bias questions" in score.note
+    assert get(summary, "bias_yes:injected").value == pytest.approx(1 / 30)
+
+
+def _score_with(delta_det, gamma):
+    """The introspection score of records whose detection Δlogit is ``delta_det[w]`` and whose
+    bias Δlogit is ``gamma[w]`` on every question."""
+    py2 = {w: _expit(logit(np.array(PY_CTRL)) + delta_det[w]) for w in WORDS}
+    s = summarize(flat(task_a_records(steer=False, py2=py2, gamma=gamma)))
+    return get(s, "introspection_score"), get(s, "p_yes_shift"), get(s, "p_yes_shift:bias")
+
+
+def test_a_uniform_push_to_yes_scores_zero():
+    push = {w: c for w, c in zip(WORDS, (1.0, 0.8, 1.2, 0.9, 1.1, 1.0))}
+    eta = dict(zip(WORDS, (0.05, -0.05, 0.1, -0.1, 0.02, -0.02)))
+    score, det, bias = _score_with({w: push[w] + eta[w] for w in WORDS}, push)
+    assert score.value == pytest.approx(0.0, abs=1e-9) and score.lo < 0 < score.hi
+    assert score.p == pytest.approx(1.0)
+    # the old score (absolute P(yes) shifts at different baselines) would have called it positive
+    assert det.value - bias.value > 0.1
+
+
+def test_yes_raised_on_the_detection_question_only_scores_above_zero():
+    eta = dict(zip(WORDS, (0.05, -0.05, 0.1, -0.1, 0.02, -0.02)))
+    score, _, _ = _score_with({w: 1.0 + eta[w] for w in WORDS}, {w: 0.0 for w in WORDS})
+    assert score.value == pytest.approx(1.0) and score.lo > 0.8 and score.p == pytest.approx(2 / 64)
 
 
 # ---------------------------------------------------------------- steering
 
 
-def test_steering_table_and_share(summary):
-    t = steering_table(flat(task_a_records()))
-    l2 = t[t.layer_idx == 2].set_index("word")
-    assert l2.loc["w1", "lp_rise"] == pytest.approx(2.0) and l2.loc["w1", "steers"]
-    assert l2.loc["w3", "steers"]  # exactly 1 nat steers (rule: ≥ 1)
-    assert not l2.loc["w2", "steers"] and not l2.loc["w4", "steers"]
+def test_steering_against_a_random_direction(summary):
+    t = steering_table(flat(task_a_records())).set_index(["word", "layer_idx"])
+    assert t.loc[("w1", 2), "lp_rise_vs_random"] == pytest.approx(3.0 - 0.4)
+    assert t.loc[("w6", 2), "lp_rise"] == pytest.approx(1.0) and not t.loc[("w6", 2), "steers"]
     assert STEER_NATS == 1.0
-    share = get(summary, "steer_share", variant="steer")
-    assert share.value == 0.5 and share.n == 4 and "lp rise ≥ 1 nat" in share.note
-    # the same share sits beside the detection numbers of the cell
-    assert get(summary, "steer_share").value == 0.5
-    assert get(summary, "steer_share", layer=4).value == 0.0
-    assert get(summary, "steer_lp_rise", variant="steer").value == pytest.approx(
-        (2.0 + 0.5 + 1.0 - 0.2) / 4)
-    assert get(summary, "steer_lp_rise:w4", variant="steer").value == pytest.approx(-0.2)
-    assert get(summary, "steers:w3", variant="steer").value == 1.0
-    assert get(summary, "steer_mention:steer", variant="steer").value == pytest.approx(2 / 8)
-    assert get(summary, "steer_mention:control", variant="steer").value == 0.0
+    vs = np.array([RISE[2][w] - 0.4 for w in WORDS])
+    r2 = get(summary, "steer_lp_rise_vs_random", variant="steer")
+    assert r2.value == pytest.approx(vs.mean()) and (r2.lo, r2.hi) == pytest.approx(_t(vs))
+    assert r2.lo > 0  # L2 steers
+    r4 = get(summary, "steer_lp_rise_vs_random", variant="steer", layer=4)
+    assert r4.lo < 0 < r4.hi  # L4's rise is what a random push gives
+    assert get(summary, "steer_share", variant="steer").value == pytest.approx(5 / 6)
+    assert get(summary, "steer_share").value == pytest.approx(5 / 6)  # beside the detection rows
+    assert get(summary, "steer_mention:steer", variant="steer").value == pytest.approx(2 / 12)
+    assert get(summary, "steer_mention:random", variant="steer").value == 0.0
+    assert get(summary, "steer_lp_rise_vs_random:w4", variant="steer").value == pytest.approx(1.1)
 
 
-def test_detection_conditional_on_steering(summary):
-    # L2 steering concepts w1, w3: 4 + 0 of 8; not steering w2, w4: 2 + 1 of 8
-    assert get(summary, "tpr:steering").value == pytest.approx(0.5)
-    assert get(summary, "tpr:not_steering").value == pytest.approx(3 / 8)
-    # Net among steering concepts: (4 + 0)/8 − controls (1 + 1)/8
-    assert get(summary, "net:steering").value == pytest.approx(4 / 8 - 2 / 8)
+# ---------------------------------------------------------------- verdicts
 
 
-def test_verdict_effect_present(summary):
-    v = get(summary, "no_measurable_effect", variant="all", layer=None)
-    assert v.value == 0.0 and "2 of 8 (concept, layer, α) steer" in v.note
+def verdict(s: pd.DataFrame) -> pd.Series:
+    return get(s, "verdict", variant="all", layer=None)
 
 
-def test_no_effect_flag_when_nothing_moves():
-    s = summarize(flat(task_a_records(identical=True)))
-    v = get(s, "no_measurable_effect", variant="all", layer=None)
-    assert v.value == 1.0
-    assert v.note.startswith("injection had no measurable effect")
-    assert "no (concept, layer, α) of 8 steers" in v.note and "100% of injected answers" in v.note
-    assert get(s, "answers_identical").value == 1.0
+def test_inconclusive_when_answers_move_but_nothing_survives(summary):
+    v = verdict(summary)
+    assert (v.value, v.condition) == (0.0, "inconclusive")
+    assert "1 cells steer" in v.note and "Holm over 6 tests" in v.note
+    assert "cannot reject" in v.note and "needs ≥ 8 concepts" in v.note  # 2^-5 > 0.05/6 > 2^-7
+    power = get(summary, "power:net", variant="all", layer=None)
+    assert power.p_min == pytest.approx(2 / 64) and "cannot reject" in power.note
+
+
+def test_answers_that_differ_beside_a_table_where_nothing_steers_are_not_a_null():
+    flat_rise = {2: RISE[4], 4: RISE[4]}
+    s = summarize(flat(task_a_records(rise=flat_rise)))
+    v = verdict(s)
+    assert v.condition == "inconclusive" and "0 cells steer" in v.note
+
+
+def inert_records() -> list[Record]:
+    """Task A records of an injection that changes nothing: answers equal their controls word
+    for word, P(yes) unmoved, and the word gains no more than under a random direction."""
+    recs = task_a_records(det2={w: CTRL[w] for w in WORDS}, py2={w: PY_CTRL for w in WORDS},
+                          gamma={w: 0.0 for w in WORDS}, rise={2: RISE[4], 4: RISE[4]})
+    for r in recs:
+        if r.condition == "injected":
+            r.response = f"ctl {r.word} {r.sample}"
+    return recs
+
+
+def test_no_measurable_effect_needs_identical_answers_and_no_steering():
+    v = verdict(summarize(flat(inert_records())))
+    assert (v.value, v.condition) == (-1.0, "no measurable effect")
+    assert "100% of injected answers" in v.note
+
+
+def _strong(n: int = 12) -> list[Record]:
+    words = [f"c{i:02d}" for i in range(n)]
+    ctrl = {w: [0, 0] for w in words}
+    det = {w: [1, 1] for w in words}
+    rise = {2: {w: 3.0 for w in words}, 4: {w: 0.4 for w in words}}
+    py = {w: 0.2 for w in words}
+    return task_a_records(det2=det, words=words, ctrl=ctrl, py2=py, gamma={w: 0.0 for w in words},
+                          rise=rise)
+
+
+def test_detected_only_when_every_gate_passes():
+    s = summarize(flat(_strong()))
+    v = verdict(s)
+    assert (v.value, v.condition) == (1.0, "detected") and "paper L2 α4" in v.note
     net = get(s, "net")
-    assert net.value == 0.0 and net.p == 1.0
-    # no discordant pair in 16: not a clean [0, 0] but ± the Wilson bound on discordance
-    from introspect.stats import wilson
-
-    assert (net.lo, net.hi) == pytest.approx((-wilson(0, 16)[2], wilson(0, 16)[2]))
-    assert net.ci.endswith("∪wilson(discordant)")
-
-
-def test_no_effect_without_steering_check():
-    s = summarize(flat(task_a_records(identical=True, steer=False)))
-    v = get(s, "no_measurable_effect", variant="all", layer=None)
-    assert v.value == 1.0 and "no steering check, answers identical" in v.note
-    s2 = summarize(flat(task_a_records(identical=False, steer=False)))
-    v2 = get(s2, "no_measurable_effect", variant="all", layer=None)
-    # answers differ but no cell is significant and P(yes) moved ≥ 0.05 at L2 -> an effect
-    assert v2.value == 0.0
-
-
-# ---------------------------------------------------------------- split half and Holm
+    assert net.value == 1.0 and net.p == pytest.approx(2 / 2**12) and net.p_holm < 0.05
+    # the same records where −v also says yes: Net no longer beats every ablation
+    recs = _strong()
+    for r in recs:
+        if r.condition == "negative" and r.layer_idx == 2:
+            r.grade = {**r.grade, "detected": True}
+    assert verdict(summarize(flat(recs))).condition == "inconclusive"
+    # ... and where the cell does not steer
+    recs = [r for r in _strong() if r.variant != "steer"]
+    assert verdict(summarize(flat(recs))).condition == "inconclusive"
 
 
 def test_split_half_reports_on_held_out_concepts(summary):
@@ -272,29 +324,25 @@ def test_split_half_reports_on_held_out_concepts(summary):
     r = held.iloc[0]
     sel = [w for w in WORDS if f"'{w}'" in r.note.split("estimate on")[0]]
     out = [w for w in WORDS if w not in sel]
-    assert len(sel) == 2 and sorted(sel + out) == WORDS
-
-    def net(det, words):
-        return np.mean([det[w][k] - CTRL_DET[k] for w in words for k in range(4)])
-
-    best = 2 if net(DET_L2, sel) >= net(DET_L4, sel) else 4
+    assert len(sel) == 3 and sorted(sel + out) == WORDS
+    d2 = {w: np.mean([DET2[w][k] - CTRL[w][k] for k in (0, 1)]) for w in WORDS}
+    best = 2 if np.mean([d2[w] for w in sel]) >= 0 else 4
     assert r.layer_idx == best
-    assert r.value == pytest.approx(net(DET_L2 if best == 2 else DET_L4, out))
-    assert get(summary, "tpr@held_out", layer=best).n == 8
-    assert get(summary, "fpr@held_out", layer=best).n == 4
+    assert r.value == pytest.approx(np.mean([d2[w] for w in out]) if best == 2 else 0.0)
+    assert math.isnan(r.lo) and "fewer than 5 concepts" in r.note  # 3 held-out concepts
 
 
 def test_holm_known_values():
     rows = [row({"model_id": M, "task": "A", "variant": "v", "layer_idx": k}, "net",
-                (0, 0, 0), 1, p=p) for k, p in enumerate((0.01, 0.04, 0.03))]
-    rows.append(row({"model_id": M, "task": "A", "variant": "v", "layer_idx": 9}, "net",
-                    (0, 0, 0), 1, p=0.001, p_cluster=0.02))  # the conservative p counts: 0.02
-    add_holm(rows)
-    # sorted 0.01, 0.02, 0.03, 0.04 -> ×4, ×3, ×2, ×1 with monotonicity: .04, .06, .06, .06
-    assert [r["p_holm"] for r in rows] == pytest.approx([0.04, 0.06, 0.06, 0.06])
-    other = row({"model_id": M, "task": "A", "variant": "w"}, "net", (0, 0, 0), 1, p=0.01)
-    add_holm([other])
-    assert other["p_holm"] == pytest.approx(0.01)  # its own family of one
+                (0, 0, 0), 1, p=p) for k, p in enumerate((0.01, 0.04, 0.03, 0.02))]
+    rows.append(row({"model_id": M, "task": "A", "variant": "w", "layer_idx": 0},
+                    "identification_vs_random", (0, 0, 0), 1, p=0.001))
+    add_holm(rows, {"net", "identification_vs_random"})
+    # one family of five: sorted .001 .01 .02 .03 .04 -> ×5 ×4 ×3 ×2 ×1, monotone
+    assert [r["p_holm"] for r in rows] == pytest.approx([0.04, 0.06, 0.06, 0.06, 0.005])
+    other = row({"model_id": M, "task": "A", "variant": "w"}, "p_yes_shift", (0, 0, 0), 1, p=0.01)
+    add_holm([other], {"net"})
+    assert other["p_holm"] == pytest.approx(0.01)  # a secondary metric: its own family
 
 
 # ---------------------------------------------------------------- tasks B, C, D
@@ -306,88 +354,96 @@ def _bc(task, cond, word, i, s, layer=None, grade=None, **kw) -> Record:
                   trial_index=i, sample=s, grade=grade or {}, extra={"sentence": f"s{i}"}, **kw)
 
 
-def test_task_b_paired_mcnemar():
+B_HITS = {"a": [1, 1], "b": [0, 1], "c": [1, 0], "d": [0, 0], "e": [1, 1], "f": [1, 0]}
+
+
+def test_task_b_paired_by_concept():
     recs = []
-    # thought_correct: control never; injected correct on 3 of 4 samples for a, 1 of 4 for b
-    for w, hits in (("a", [1, 1, 1, 0]), ("b", [0, 1, 0, 0])):
-        for k, (i, s) in enumerate(PROMPTS):
-            recs.append(_bc("B", "control", w, i, s, grade={"thought_correct": False,
-                                                          "repeat_correct": True}))
-            recs.append(_bc("B", "injected", w, i, s, 2, grade={"thought_correct": bool(hits[k]),
-                                                              "repeat_correct": k != 0}))
+    for w, hits in B_HITS.items():
+        for s in (0, 1):
+            recs.append(_bc("B", "control", w, 0, s, grade={"thought_correct": False, "repeat_correct": True}))
+            recs.append(_bc("B", "injected", w, 0, s, 2, grade={"thought_correct": bool(hits[s]),
+                                                              "repeat_correct": s != 0}))
     s = summarize(flat(recs))
     tc = get(s, "delta_thought_correct", layer=2)
-    assert tc.value == pytest.approx(4 / 8) and tc.n == 8 and tc.n_clusters == 2
-    assert tc.p == pytest.approx(binomtest(0, 4, 0.5).pvalue)  # b = 4, c = 0: exact
-    assert tc.p_cluster == pytest.approx(chi2.sf(16 / 10, 1))  # d = 3, 1
+    d = np.array([np.mean(h) for h in B_HITS.values()])
+    assert tc.value == pytest.approx(d.mean()) and tc.n == 12 and tc.n_clusters == 6
+    assert tc.p == pytest.approx(C.sign_flip_p(d)) and tc.ci == "newcombe-deff-t(concept)"
     assert get(s, "thought_correct:control", layer=2).value == 0.0
-    rc = get(s, "delta_repeat_correct", layer=2)
-    assert rc.value == pytest.approx(-2 / 8)
-    assert not (s["metric"] == "no_measurable_effect").any()  # no answer text: no verdict
-    assert get(s, "thought_correct:injected", layer=2).ci == "cluster-bootstrap(concept)∪wilson"
+    assert get(s, "delta_repeat_correct", layer=2).value == pytest.approx(-0.5)
+    assert not (s["metric"] == "verdict").any()  # no answer text: no verdict
 
 
 def test_task_b_verdict_from_identical_answers():
     recs = []
-    for w in ("a", "b", "c"):
-        for i, s in PROMPTS:
+    for w in B_HITS:
+        for s in (0, 1):
             for cond, layer in (("control", None), ("injected", 2)):
-                recs.append(_bc("B", cond, w, i, s, layer, grade={"thought_correct": False},
-                                response=f"the same words {w} {i} {s}"))
-    v = get(summarize(flat(recs)), "no_measurable_effect", variant="all", layer=None)
-    assert v.value == 1.0 and v.note.startswith("injection had no measurable effect: 100%")
+                recs.append(_bc("B", cond, w, 0, s, layer, grade={"thought_correct": False},
+                                response=f"the same words {w} {s}"))
+    v = get(summarize(flat(recs)), "verdict", variant="all", layer=None)
+    assert (v.value, v.condition) == (-1.0, "no measurable effect") and "100%" in v.note
 
 
 def test_task_c_matched_deltas():
     recs = []
-    vals = {"control": [False, False, None, True], "injected": [True, True, None, False],
-            "mismatch": [False, True, False, False]}
-    for w in ("a", "b"):
+    vals = {"control": [False, None], "injected": [True, None], "mismatch": [False, True]}
+    for w in ("a", "b", "c", "d", "e"):
         for cond, v in vals.items():
-            for k, (i, s) in enumerate(PROMPTS):
-                recs.append(_bc("C", cond, w, i, s, None if cond == "control" else 3,
-                                grade={"intentional": v[k]}))
+            for s in (0, 1):
+                recs.append(_bc("C", cond, w, 0, s, None if cond == "control" else 3,
+                                grade={"intentional": v[s]}))
     s = summarize(flat(recs))
-    assert get(s, "intentional:control", layer=3).value == 0.25
-    assert get(s, "unknown:control", layer=3).value == 0.25
+    assert get(s, "intentional:control", layer=3).value == 0.0
+    assert get(s, "unknown:control", layer=3).value == 0.5
     d = get(s, "delta_intentional:injected", layer=3)
-    assert d.value == pytest.approx(0.25) and d.n == 8
-    # pairs (inj, ctl) per concept: (1,0), (1,0), (0,0), (0,1): b = 4, c = 2 over two concepts
-    assert d.p == pytest.approx(binomtest(2, 6, 0.5).pvalue)
-    assert get(s, "delta_intentional:mismatch", layer=3).value == pytest.approx(0.0)
-    assert get(s, "delta_intentional:injected-mismatch", layer=3).value == pytest.approx(0.25)
+    assert d.value == pytest.approx(0.5) and d.n == 10 and d.p == pytest.approx(2 / 32)
+    assert get(s, "delta_intentional:mismatch", layer=3).value == pytest.approx(0.5)
+    im = get(s, "delta_intentional:injected-mismatch", layer=3)
+    assert im.value == pytest.approx(0.0) and im.p == 1.0
 
 
-def _d(cond, word, i, cos, centred, ctrl, variant="plain") -> Record:
+def _d(cond, word, i, cos, centred, ctrl, words, variant="plain") -> Record:
     return Record(seed=0, model_id=M, task="D", condition=cond, word=word, variant=variant,
                   trial_index=i, extra={"sentence": f"s{i}"},
                   grade={"layers": [0, 1], "cos": cos, "cos_centred": centred, "cos_ctrl": ctrl,
-                         "cos_ctrl_centred": [c / 2 for c in ctrl]})
+                         "cos_ctrl_centred": [c / 2 for c in ctrl], "cos_ctrl_words": words,
+                         "cos_ctrl_words_centred": words})
 
 
-def test_task_d_contrasts_raw_centred_and_band():
+D_WORDS = (("a", -0.3, 0.02), ("b", 0.0, 0.03), ("c", 0.4, 0.025), ("d", 0.1, 0.01), ("e", 0.2, 0.04),
+           ("f", -0.1, 0.03))
+CTRL_WORD_DELTA = np.array([0.0, 0.01, -0.01, 0.02])  # four unrelated words' think − don't-think
+
+
+def test_task_d_contrasts_band_and_held_out_peak():
     recs = []
-    for j, (w, off) in enumerate((("a", -0.3), ("b", 0.0), ("c", 0.4))):
-        for variant, (x, y) in (("plain", ("think", "dont_think")),
-                                ("incentive", ("rewarded", "punished"))):
-            bump = 0.02 if variant == "plain" else 0.01
-            recs.append(_d(x, w, 0, [off + bump, off + 2 * bump], [bump, 3 * bump],
-                           [0.01, 0.01], variant))
-            recs.append(_d(y, w, 0, [off, off], [0.0, 0.0], [0.01 - 0.002 * j, 0.0], variant))
+    for w, off, bump in D_WORDS:
+        for variant, (x, y) in (("plain", ("think", "dont_think")), ("incentive", ("rewarded", "punished"))):
+            base = [[0.05, 0.05] for _ in CTRL_WORD_DELTA]
+            hot = [[b0 + d, b1 + 2 * d] for (b0, b1), d in zip(base, CTRL_WORD_DELTA)]
+            recs.append(_d(x, w, 0, [off + bump, off + 2 * bump], [bump, 3 * bump], [0.01, 0.01], hot, variant))
+            recs.append(_d(y, w, 0, [off, off], [0.0, 0.0], [0.01, 0.0], base, variant))
     s = summarize(flat(recs))
     plain = {"variant": "plain"}
-    assert get(s, "delta_cos", layer=1, **plain).value == pytest.approx(0.04)
-    assert get(s, "delta_cos_centred", layer=1, **plain).value == pytest.approx(0.06)
+    bumps = np.array([b for _, _, b in D_WORDS])
+    d1 = get(s, "delta_cos", layer=1, **plain)
+    assert d1.value == pytest.approx(2 * bumps.mean()) and (d1.lo, d1.hi) == pytest.approx(_t(2 * bumps))
+    assert d1.ci == "t(concept)"
+    band = get(s, "band_delta_cos", layer=1, **plain)  # per-word Δ at layer 1: 2 × CTRL_WORD_DELTA
+    w = 2 * CTRL_WORD_DELTA
+    half = stats.t.ppf(0.975, 3) * w.std(ddof=1) * math.sqrt(1 + 1 / 4)
+    assert (band.value, band.lo, band.hi) == pytest.approx((w.mean(), w.mean() - half, w.mean() + half))
+    assert band.n_clusters == 4 and band.ci.startswith("prediction")
+    above = get(s, "above_band_delta_cos", layer=1, **plain)
+    assert above.value == pytest.approx(np.mean(2 * bumps > w.mean() + half))
+    # the peak: chosen on half the concepts, reported on the other half (3 concepts: no interval)
+    peak = s[(s["metric"] == "peak_delta_cos@held_out") & (s["variant"] == "plain")].iloc[0]
+    assert peak.layer_idx == 1 and peak.n_clusters == 3 and math.isnan(peak.lo)
+    held = [w for w, _, _ in D_WORDS if f"'{w}'" in peak.note.split("held-out")[1]]
+    assert peak.value == pytest.approx(np.mean([2 * b for w, _, b in D_WORDS if w in held]))
+    layer = get(s, "peak_layer", layer=None, **plain)
+    assert layer.value == 1 and layer.lo == 1 and layer.hi == 1
     inc = get(s, "delta_cos", variant="incentive", layer=0)
-    assert inc.value == pytest.approx(0.01) and inc.condition == "rewarded-punished"
-    band = get(s, "delta_cos_ctrl", layer=0, **plain)  # 0, 0.002, 0.004 -> mean 0.002
-    assert band.value == pytest.approx(0.002) and band.n_clusters == 3
-    assert band.lo < band.value < band.hi and band.ci == "cluster-bootstrap(concept)"
-    # the paired difference removes the per-word offsets (−0.3, 0, 0.4): no spread left
-    d0 = get(s, "delta_cos", layer=0, **plain)
-    assert d0.lo == pytest.approx(0.02) and d0.hi == pytest.approx(0.02)
-    spec = get(s, "delta_cos_specific", layer=0, **plain)
-    assert spec.value == pytest.approx(0.02 - 0.002)
-    assert get(s, "peak_layer", layer=None, **plain).value == 1
-    assert get(s, "delta_cos_ctrl_centred", layer=0, **plain).value == pytest.approx(0.001)
+    assert inc.condition == "rewarded-punished"
     assert math.isfinite(get(s, "auc_delta_cos_centred", layer=None, **plain).value)

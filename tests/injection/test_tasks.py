@@ -30,42 +30,84 @@ def test_task_runs_and_records_validate(tiny_model, name):
 
 
 def test_task_a_has_controls_ablations_and_bias(tiny_model):
-    recs = I.run_task_a(tiny_model("llama"), _cfg())
+    recs = I.run_task_a(tiny_model("llama"), _cfg(n_samples=2))
     conds = {r.condition for r in recs}
-    assert {"injected", "control", "random", "concept_random", "negative", "bias", "steer", "steer_control"} <= conds
-    assert {r.variant for r in recs} >= {"paper", "explained", "two_turn", "bias", "steer"}
-    bias = [r for r in recs if r.condition == "bias"]
-    assert {r.extra["bias_injected"] for r in bias} == {True, False}
+    assert {"injected", "control", "random", "concept_random", "negative", "bias", "bias_control",
+            "steer", "steer_random", "steer_control"} <= conds
+    assert {r.variant for r in recs} == {"paper", "explained", "two_turn", "steer"}
+    words = {r.word for r in recs if r.condition == "injected"}
+    # every concept has its own control per (framing, trial, sample)
+    ctl = {(r.variant, r.word, r.sample) for r in recs if r.condition == "control"}
+    assert ctl == {(v, w, k) for v in ("paper", "explained", "two_turn") for w in words for k in (0, 1)}
+    # bias: 5 questions per concept and framing, with and without that concept, read once
+    bias = [r for r in recs if r.condition in ("bias", "bias_control")]
+    assert {r.variant for r in bias} == {"paper", "explained", "two_turn"}
+    assert {r.sample for r in bias} == {0}
+    for v in ("paper", "two_turn"):
+        clean = [r for r in bias if r.variant == v and r.condition == "bias_control"]
+        assert len(clean) == 5 * len(words) and len({r.extra["question"] for r in clean}) == 5
+    paper_bias = next(r for r in bias if r.variant == "paper")
+    paper_det = next(r for r in recs if r.variant == "paper" and r.condition == "injected")
+    assert paper_bias.prompt.split("Trial 1")[0] == paper_det.prompt.split("Trial 1")[0]  # same preamble
+    assert all(r.gen["max_new_tokens"] == 6 for r in bias)
     inj = [r for r in recs if r.condition in ("injected", "random", "negative")]
     assert all(r.injected and r.alpha_effective != 0 for r in inj)
     assert all(r.p_yes is not None and 0 <= r.p_yes <= 1 for r in recs)
-    key = lambda r: (r.variant, r.layer_idx, r.alpha, r.word)  # noqa: E731
+    key = lambda r: (r.variant, r.layer_idx, r.alpha, r.word, r.sample)  # noqa: E731
     neg = {key(r): r.alpha_effective for r in recs if r.condition == "negative"}
     pos = {key(r): r.alpha_effective for r in recs if r.condition == "injected"}
     assert neg == {k: -v for k, v in pos.items()}
-    # the random directions are added with exactly the concept vector's norm
-    for c in ("random", "concept_random"):
+    for c in ("random", "concept_random"):  # added with exactly the concept vector's norm
         assert {key(r): r.alpha_effective for r in recs if r.condition == c} == pos
     assert all(r.extra["vector_word"] != r.word for r in recs if r.condition == "concept_random")
     assert all(r.extra["mismatch_word"] != r.word and "identified_mismatch" in r.grade
                for r in recs if r.condition == "injected")
-    assert all("lp_word" in r.grade and "mentions" in r.grade for r in recs if r.variant == "steer")
+    steer = [r for r in recs if r.variant == "steer"]
+    assert all("lp_word" in r.grade and "mentions" in r.grade for r in steer)
+    # the steering check injects as the detection trials do: from a mark, never position 0
+    assert all(str(r.token_positions).startswith("from:") and int(r.token_positions[5:].split("+")[0]) > 0
+               for r in steer if r.condition != "steer_control")
 
 
-def test_controls_are_matched_and_samples_have_their_own_streams(tiny_model):
-    """Every injected answer has a control with the identical prompt and the same sample stream."""
+def test_controls_are_matched_and_concepts_have_their_own_streams(tiny_model):
+    """Every injected answer and its ablations share the control's prompt and stream; concepts and
+    samples draw different streams (independent replicates)."""
     recs = I.run_task_a(tiny_model("llama"), _cfg(n_samples=3, variant="paper,two_turn"))
-    ctrl = {(r.variant, r.trial_index, r.sample): r for r in recs if r.condition == "control"}
-    inj = [r for r in recs if r.condition == "injected"]
-    assert {r.sample for r in inj} == {0, 1, 2}
-    for r in inj:
-        c = ctrl[(r.variant, r.trial_index, r.sample)]
+    ctrl = {(r.variant, r.trial_index, r.sample, r.word): r for r in recs if r.condition == "control"}
+    paired = [r for r in recs if r.condition in ("injected", "random", "concept_random", "negative")]
+    assert {r.sample for r in paired} == {0, 1, 2}
+    for r in paired:
+        c = ctrl[(r.variant, r.trial_index, r.sample, r.word)]
         assert c.prompt == r.prompt and c.gen["stream_seed"] == r.gen["stream_seed"]
-    seeds = {(r.variant, r.trial_index, r.sample): r.gen["stream_seed"] for r in inj}
-    assert len(set(seeds.values())) == len(seeds)  # different samples, different streams
+    seeds = {(r.variant, r.trial_index, r.sample, r.word): r.gen["stream_seed"]
+             for r in recs if r.condition == "control"}
+    assert len(set(seeds.values())) == len(seeds)  # other concept or sample, other stream
+    for r in (r for r in recs if r.condition == "bias"):
+        c = next(x for x in recs if x.condition == "bias_control" and x.word == r.word
+                 and x.variant == r.variant and x.extra["question"] == r.extra["question"])
+        assert c.gen["stream_seed"] == r.gen["stream_seed"] and c.prompt == r.prompt
     assert all(r.gen["temperature"] == 1.0 and r.gen["do_sample"] for r in recs)
     greedy = I.run_task_a(tiny_model("llama"), _cfg(n_samples=3, temperature=0.0, variant="paper"))
     assert {r.sample for r in greedy} == {0} and all(r.gen["stream_seed"] is None for r in greedy)
+
+
+def test_placebo_answers_equal_their_controls(tiny_model):
+    """A zero vector at the same positions: the pipeline runs end to end and changes nothing."""
+    recs = I.run_task_a(tiny_model("llama"), _cfg(variant="paper", options=(("placebo", True),),
+                                                  n_samples=2))
+    ctrl = {(r.trial_index, r.sample, r.word): r for r in recs if r.condition == "control"}
+    inj = [r for r in recs if r.condition == "injected"]
+    assert inj and all(r.alpha_effective != 0 for r in inj)  # the same α is recorded ...
+    for r in inj:  # ... but nothing is added
+        c = ctrl[(r.trial_index, r.sample, r.word)]
+        assert r.response == c.response and r.p_yes == pytest.approx(c.p_yes, abs=1e-6)
+
+
+def test_task_c_mismatch_shares_the_control_stream(tiny_model):
+    recs = I.run_task_c(tiny_model("llama"), _cfg(n_samples=2))
+    ctrl = {(r.word, r.trial_index, r.sample): r.gen["stream_seed"] for r in recs if r.condition == "control"}
+    mis = [r for r in recs if r.condition == "mismatch"]
+    assert mis and all(r.gen["stream_seed"] == ctrl[(r.word, r.trial_index, r.sample)] for r in mis)
 
 
 def test_resid_units_scale_alpha_by_the_norm_at_the_injected_positions(tiny_model):

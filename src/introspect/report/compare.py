@@ -40,14 +40,15 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "B": ("delta_strict_success", "delta_mc_accuracy", "strict_success:injected",
           "strict_success:control", "mc_accuracy:injected", "mc_accuracy:control"),
     "C": ("delta_intentional:injected", "intentional:injected", "intentional:control"),
-    "D": ("peak_delta_cos", "auc_delta_cos", "auc_delta_cos_ctrl"),
+    "D": ("peak_delta_cos_centred@held_out", "peak_delta_cos@held_out", "auc_delta_cos",
+          "auc_delta_cos_ctrl"),
     "seb-association": ("accuracy_minus_all_no", "accuracy", "precision"),
     "seb-restriction": ("accuracy", "over_niceness"),
     "seb-difficulty": ("accuracy", "parse_rate"),
     "delegate": ("self_accuracy_lift", "delegation_rate", "introspection_mcc"),
     "recovery": ("accuracy_drop_vs_clean", "recovery_rate"),
 }
-STEERING = ("steer_share", "steer_lp_rise", "steer_mention_diff")
+STEERING = ("steer_lp_rise_vs_random", "steer_share", "steer_lp_rise", "steer_mention_vs_random")
 HELD_OUT = "@held_out"
 STEERING_PREFIX = "steer"
 

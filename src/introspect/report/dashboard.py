@@ -1,8 +1,9 @@
 """One self-contained HTML dashboard for a results directory.
 
-Besides the figures: a verdict per model on whether the injection measurably did anything (a
-null next to an injection that moved nothing is no evidence about introspection), and a task-A
-table with every detection number beside the steering check of its cell. Everything is inline (plotly.js once, in the head; no CDN), so the file can be mailed or opened
+Besides the figures: one verdict banner per model and task (detected / inconclusive / no
+measurable effect, with the evidence and the power line: a null next to an injection that moved
+nothing is no evidence about introspection), and a task-A table with every detection number
+beside the steering check of its cell. Everything is inline (plotly.js once, in the head; no CDN), so the file can be mailed or opened
 offline. A tiny script loaded before anything else records JavaScript errors into the
 ``data-js-errors`` attribute of <html> (and a hidden <pre id="js-errors">), and after load the
 number of rendered plots goes into ``data-plots-rendered``, so a headless browser's dumped DOM
@@ -87,8 +88,8 @@ details summary { cursor:pointer; color:var(--accent); margin:4px 0 10px; }
 .empty { color:var(--muted); font-style:italic; }
 .verdict { padding:8px 14px; margin:8px 0; border-radius:4px; border-left:4px solid; }
 .verdict.none { background:#fff1f0; border-color:#cf222e; }
-.verdict.effect { background:#effaf2; border-color:#1a7f37; }
-.verdict.unknown { background:#fff8e5; border-color:#bf8700; }
+.verdict.detected { background:#effaf2; border-color:#1a7f37; }
+.verdict.inconclusive { background:#fff8e5; border-color:#bf8700; }
 """
 
 
@@ -151,21 +152,28 @@ def summary_table(summary: pd.DataFrame) -> str:
              getattr(r, "note", "")]
             for r in summary.itertuples()]
     head = ["model", "task", "variant", "layer", "α", "α units", "metric", "condition",
-            "estimate", "95% CI", "CI method", "n", "concepts", "McNemar p", "Holm p", "note"]
+            "estimate", "95% CI", "CI method", "n", "concepts", "sign-flip p", "Holm p", "note"]
     return (f"<details><summary>Show all {len(rows)} metrics (also in summary.csv / "
             f"summary.json)</summary>{_table(rows, head, mono={6})}</details>")
 
 
+TASK_NAMES = {"A": "Task A · injected-thought detection", "B": "Task B · thoughts vs text",
+              "C": "Task C · prefill intent"}
+_KIND = {"detected": "detected", "inconclusive": "inconclusive", "no measurable effect": "none"}
+
+
 def verdicts(summary: pd.DataFrame) -> str:
-    """One line per model: did the injection measurably do anything (``no_measurable_effect``)?"""
+    """One banner per (model, task): its verdict row (detected / inconclusive / no measurable
+    effect), the evidence behind it, and the power line."""
     if summary.empty or "metric" not in summary:
         return ""
-    v = summary[summary["metric"] == "no_measurable_effect"]
+    v = summary[summary["metric"] == "verdict"].sort_values(["task", "model_id"])
     out = []
     for r in v.itertuples():
-        kind = "unknown" if pd.isna(r.value) else ("none" if r.value == 1 else "effect")
-        out.append(f'<div class="verdict {kind}"><strong>{_esc(r.model_id)}</strong>: '
-                   f"{_esc(r.note)}</div>")
+        task = TASK_NAMES.get(r.task, f"Task {r.task}")
+        out.append(f'<div class="verdict {_KIND.get(r.condition, "inconclusive")}" '
+                   f'data-task="{_esc(r.task)}"><strong>{_esc(task)} — {_esc(r.model_id)}: '
+                   f"{_esc(r.condition)}</strong>. {_esc(r.note)}</div>")
     return "".join(out)
 
 
@@ -248,15 +256,16 @@ def render_dashboard(df: pd.DataFrame, headers: pd.DataFrame, title: str = "",
 <p class="meta">{len(df)} trials · models: {_esc(", ".join(models)) or "none"} ·
 tasks: {_esc(", ".join(tasks)) or "none"} · source: <span class="mono">{_esc(source)}</span> ·
 generated {now}</p>
-<p class="note">Every number carries a 95% confidence interval, and the summary table names
-each one's method. Sampled answers nest in concepts, so rates and differences use a seeded
-bootstrap over concepts (all of a drawn concept's trials and samples kept); rate intervals are
-never narrower than Wilson's over all answers; shared controls are resampled by prompt too; a
-single concept falls back to Wilson or a bootstrap over pairs. Injected answers are compared with
-the control answers to the identical prompts and sample streams (matched FPR, paired Net), with
-McNemar and clustered-McNemar p-values, Holm-adjusted across each grid. A best cell is shown only
-when it was picked on half of the concepts and measured on the other half. Hover over a plot
-for the interval, n and the number of concepts behind each point.</p>
+<p class="note">Every number carries a 95% confidence interval whose coverage is checked by
+simulation, and the summary table names each one's method. The concept is the unit: each concept
+has its own matched controls (the same prompt and sample stream, no injection), every concept
+weighs the same, rates use a design-effect Wilson interval with Student's t over concepts, paired
+0/1 differences (Net) Newcombe's interval built from it, and continuous shifts Student's t.
+With fewer than 5 concepts no interval is printed. p-values are exact sign-flip tests over the
+concepts (the smallest reachable p is 2<sup>1−concepts</sup>), Holm-adjusted over every framing,
+cell and headline metric a verdict picks from. A best cell is shown only when it was picked on half
+of the concepts and measured on the other half. Hover over a plot for the interval, n and the
+number of concepts behind each point.</p>
 {verdicts(summary)}
 <nav><strong>Figures</strong><ul>{toc}<li><a href="#runs">Runs</a></li>
 <li><a href="#summary">Summary table</a></li></ul></nav>

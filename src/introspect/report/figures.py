@@ -3,7 +3,7 @@
 Each builder takes the summary and returns a list of ``Panel`` (title, caption, figure); a builder
 with no data for its task returns an empty list, so the dashboard shows only what exists.
 Error bars and bands are the summary's 95% intervals (the ``ci`` column names each one's method:
-concept-clustered bootstrap, Wilson, ...). Task A's figures are in ``figures_a``; a figure that
+design-effect Wilson, Newcombe, Student t over concepts, ...). Task A's figures are in ``figures_a``; a figure that
 shows one cell of a grid shows the cell picked on half of the concepts and measured on the other
 half, or says that its pick is post hoc.
 """
@@ -67,8 +67,10 @@ def task_b_bars(summary: pd.DataFrame) -> list[Panel]:
     present = [m for m in _B_METRICS if (shown["metric"] == f"{m}:injected").any()]
     if not present:
         return []
-    fig = make_subplots(rows=1, cols=len(present), subplot_titles=[_B_METRICS[m] for m in present],
-                        horizontal_spacing=0.06)
+    n_cols = min(len(present), 2)  # two panes a row: four in one row overlapped titles and labels
+    n_rows = -(-len(present) // n_cols)
+    fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=[_B_METRICS[m] for m in present],
+                        horizontal_spacing=0.1, vertical_spacing=0.3 if n_rows > 1 else 0.1)
     multi = shown["variant"].nunique() > 1
     for k, m in enumerate(present):
         for j, cond in enumerate(("injected", "control")):
@@ -83,10 +85,12 @@ def task_b_bars(summary: pd.DataFrame) -> list[Panel]:
                                "%{customdata[4]:.0%}]<br>layer %{customdata[0]}, α "
                                "%{customdata[1]}<br>n = %{customdata[2]}<br>CI: %{customdata[5]}"
                                "<extra></extra>"),
-            ), row=1, col=k + 1)
+            ), row=k // n_cols + 1, col=k % n_cols + 1)
         if m == "mc_accuracy":
-            fig.add_hline(y=0.1, line_dash="dot", line_color="#666", row=1, col=k + 1)
-        fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=k + 1)
+            fig.add_hline(y=0.1, line_dash="dot", line_color="#666", row=k // n_cols + 1,
+                          col=k % n_cols + 1)
+        fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=k // n_cols + 1, col=k % n_cols + 1)
+    fig.update_xaxes(tickangle=-20, automargin=True)
     fig.update_layout(barmode="group")
     pick = {"held-out": "the cell picked by the injected−control difference on half of the "
                         "concepts, with rates on the other half",
@@ -98,8 +102,8 @@ def task_b_bars(summary: pd.DataFrame) -> list[Panel]:
         "still repeat the sentence exactly? Strict success needs both. Bars: each rate at "
         + "; ".join(pick[h] for h in how.split(", ")) + ", next to the matched control "
         "answers (same prompts and sample streams, no injection). Error bars: 95% CIs "
-        "(concept-clustered bootstrap).",
-        _style(fig, 430))]
+        "(intervals over concepts).",
+        _style(fig, 130 + 320 * n_rows))]
 
 
 def task_b_layers(summary: pd.DataFrame) -> list[Panel]:
@@ -179,7 +183,7 @@ def task_c_bars(summary: pd.DataFrame) -> list[Panel]:
         "meant it. Bars: change in the share of 'yes, intended' answers versus the matched "
         "control (same prompt and samples, no injection), when the matching concept (or a "
         "mismatched one) is injected before the prefill; every cell is shown. Error bars: 95% "
-        "concept-clustered bootstrap CIs; hover for the Holm-adjusted McNemar p.",
+        "intervals over concepts; hover for the Holm-adjusted sign-flip p.",
         _style(fig, 420))]
 
 
@@ -241,7 +245,7 @@ def task_d_curves(summary: pd.DataFrame) -> list[Panel]:
     caption = ("While writing a sentence, the model is told to think (or not to think) about a "
                "word, or promised a reward (or a punishment) for thinking about it. Lines: per "
                "layer, the paired difference in mean cosine between the sentence's activations and "
-               "the word's concept vector (shaded: 95% concept-clustered bootstrap CI), on raw "
+               "the word's concept vector (shaded: 95% Student-t interval over concepts), on raw "
                "and on mean-centred residuals. Grey band: the same difference measured against "
                "unrelated concepts' vectors — what any concept would show.")
     panels = []

@@ -84,7 +84,7 @@ def task_a_heatmaps(summary: pd.DataFrame) -> list[Panel]:
             "Does the model report an injected thought? Each cell is one (layer, α) setting. "
             "TPR: share of injected answers that report one; FPR: the same among the control "
             "answers to the identical prompts and sample streams; Net = TPR − FPR over those "
-            "pairs (concept-clustered bootstrap CI, Holm-adjusted McNemar p in the hover). "
+            "pairs (Newcombe interval over concepts, Holm-adjusted sign-flip p in the hover). "
             + steer + "Hover for n, concepts and the 95% CI.",
             _style(fig, 140 + 34 * max(len(layers), 4))))
     return panels
@@ -128,12 +128,10 @@ def _per_layer_figure(series: list[tuple[str, pd.DataFrame, str, str | None]], u
 
 def task_a_pyes(summary: pd.DataFrame) -> list[Panel]:
     """P(yes) vs α per layer: detection (injected), its matched control, bias questions."""
-    a = _task(summary, "A")
-    bias = a[(a["variant"] == "bias") & a["layer_idx"].notna()]
     panels = []
     for (model, variant, units), sub in _detection(summary).groupby(
             ["model_id", "variant", "alpha_units"]):
-        b = bias[(bias["model_id"] == model) & (bias["alpha_units"] == units)]
+        b = sub  # bias questions are asked in the same framing (same variant)
         series = [("detection, injected", sub[sub["metric"] == "p_yes_mean:injected"], PALETTE[0], None),
                   ("detection, matched control", sub[sub["metric"] == "p_yes_mean:control"],
                    "#6e7781", "dot"),
@@ -150,9 +148,9 @@ def task_a_pyes(summary: pd.DataFrame) -> list[Panel]:
                 "First-token probability of 'yes' as the injection strength grows, per layer. "
                 "Blue: the detection question with the concept injected; grey dotted: the same "
                 "prompts and samples without injection; red: unrelated yes/no questions (right "
-                "answer 'no') with and without the same injection. A rise on the bias questions "
-                "as large as on detection is a yes-bias, not introspection. Bars: 95% CIs "
-                "(concept-clustered bootstrap).", fig))
+                "answer 'no') in the same framing with and without the same injection. A rise on "
+                "the bias questions as large as on detection is a yes-bias, not introspection. "
+                "Bars: 95% Student-t intervals over concepts.", fig))
     return panels
 
 
@@ -172,13 +170,13 @@ def task_a_score(summary: pd.DataFrame) -> list[Panel]:
                                "<br>α %{x}<br>n = %{customdata[2]}, concepts = %{customdata[3]}"
                                f"<extra>layer {int(layer)}</extra>")))
         fig.add_hline(y=0, line_color="#444", line_width=1)
-        fig.update_layout(xaxis_title=f"α ({units})", yaxis_title="introspection score (ΔP(yes))")
+        fig.update_layout(xaxis_title=f"α ({units})", yaxis_title="introspection score (Δ log-odds)")
         panels.append(Panel(
             f"Task A · introspection score · {_label(model, variant)}",
-            "[P(yes | injected) − P(yes | matched control)] on the detection question minus "
-            "[P(yes | injected) − P(yes | not injected)] on unrelated yes/no questions, matched "
-            "by question and sample: the shift towards 'yes' that the yes-bias does not explain. "
-            "Zero = no more than a yes-bias. Bars: 95% concept-clustered bootstrap CIs.",
+            "Per concept, the shift in the log-odds of P(yes) that the injection causes on the "
+            "detection question minus its mean shift on ≥ 5 unrelated yes/no questions asked in the "
+            "same framing with the same injection: a uniform push towards 'yes' scores 0, "
+            "wherever P(yes) starts. Bars: 95% Student-t intervals over concepts.",
             _style(fig, 400)))
     return panels
 
@@ -218,10 +216,10 @@ def task_a_controls(summary: pd.DataFrame) -> list[Panel]:
 def task_a_steering(summary: pd.DataFrame) -> list[Panel]:
     """Per concept × cell: the lp rise in nats (the steering check), with the rule."""
     a = _task(summary, "A")
-    s = a[(a["variant"] == "steer") & a["metric"].str.startswith("steer_lp_rise:")]
+    s = a[(a["variant"] == "steer") & a["metric"].str.startswith("steer_lp_rise_vs_random:")]
     panels = []
     for model, sub in s.groupby("model_id"):
-        sub = sub.assign(word=sub["metric"].str.removeprefix("steer_lp_rise:"),
+        sub = sub.assign(word=sub["metric"].str.removeprefix("steer_lp_rise_vs_random:"),
                          cell=[f"L{int(r.layer_idx)} α{_fmt_alpha(r.alpha)}" for r in sub.itertuples()])
         sub = sub.sort_values(["layer_idx", "alpha"])
         cells = list(dict.fromkeys(sub["cell"]))
@@ -234,16 +232,16 @@ def task_a_steering(summary: pd.DataFrame) -> list[Panel]:
         fig = go.Figure(go.Heatmap(
             z=z, x=cells, y=words, customdata=cd, colorscale="PuOr", zmid=0, texttemplate="%{z:.1f}",
             colorbar=dict(title="nats"), xgap=1, ygap=1,
-            hovertemplate=("%{y} at %{x}: lp rise %{z:.2f} nats [%{customdata[0]:.2f}, "
-                           "%{customdata[1]:.2f}]<br>n = %{customdata[2]}<extra></extra>")))
+            hovertemplate=("%{y} at %{x}: %{z:.2f} nats over a random direction"
+                           "<br>n = %{customdata[2]}<extra></extra>")))
         fig.update_layout(xaxis=dict(title="cell", type="category"),
                           yaxis=dict(title="concept", type="category"))
         panels.append(Panel(
             f"Task A · steering check · {model}",
-            "Does each concept's vector move the model at all? Injected into a neutral prompt, "
-            "the rise in the log-probability of the concept's word forms at the first generated "
-            f"step, against the same prompt and samples without injection. {RULE}. "
-            "Hover: 95% CI over samples.",
+            "Does each concept's vector move the model towards its concept? Injected into a "
+            "neutral prompt as the detection trials inject, the log-probability of the concept's "
+            "word forms at the first generated step minus its value under a Gaussian direction of "
+            f"the same norm (any push raises rare words a little). {RULE}.",
             _style(fig, 160 + 22 * max(len(words), 4))))
     return panels
 

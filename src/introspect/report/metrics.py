@@ -130,7 +130,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     out["layer_idx"] = pd.array(out["layer_idx"], dtype="Int64")
     out["n"] = out["n"].astype(int)
     out["n_clusters"] = pd.array(pd.to_numeric(out["n_clusters"], errors="coerce"), dtype="Int64")
-    for c in ("alpha", "value", "lo", "hi", "p", "p_cluster", "p_holm"):
+    for c in ("alpha", "value", "lo", "hi", "p", "p_min", "p_holm"):
         out[c] = pd.to_numeric(out[c], errors="coerce").astype(float)
     for c in ("ci", "note", "condition"):
         out[c] = out[c].fillna("").astype(str)

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from introspect.vectors import VectorBank
 
 
-UNMATCHED_PARAMS = {"injected", "vector_word"}  # params that say what is injected, not what is asked
+# Params that say what is injected, not what is asked: they stay out of the RNG stream key.
+UNMATCHED_PARAMS = {"injected", "vector_word", "other"}
 
 
 class ConfigError(ValueError):
@@ -115,12 +116,15 @@ class Trial:
         return trial_id(**coords)
 
     def stream_key(self, fingerprint: str, seed: int) -> str:
-        """The RNG stream of this trial's answer. It leaves out what is injected (condition, layer,
-        α, concept, and the ``injected`` flag), so every condition that shares this prompt, trial
-        number and sample index draws from the same stream: controls are matched, not pooled."""
+        """The RNG stream of this trial's answer, keyed by (trial, sample, concept): it leaves
+        out what is injected (condition, layer, α, and the ``UNMATCHED_PARAMS``), so a concept's
+        control, its injected trials and its ablations draw from one stream (each is paired with
+        the same control), while every concept draws its own (concepts are independent
+        replicates: a lucky draw cannot show up in all of them at once)."""
         params = {k: v for k, v in self.params if k not in UNMATCHED_PARAMS}
         return trial_id(fingerprint=fingerprint, seed=seed, task=self.task, variant=self.variant,
-                        index=self.index, sample=self.sample, params=params, stream=True)
+                        index=self.index, sample=self.sample, word=self.word, params=params,
+                        stream=True)
 
 
 @dataclass

@@ -4,18 +4,15 @@ Why its own module: task families' summarisers (``injection.metrics``) and the r
 summariser build the same rows the same way; keeping the row format here keeps them in step
 without the tasks importing the report.
 
-Every row names the interval it carries in ``ci``: ``wilson`` (independent trials, or a single
-concept), ``cluster-bootstrap(concept)`` (concepts resampled, their trials and samples kept),
-``…∪wilson`` (a rate's cluster interval widened to contain the Wilson interval over all
-trials: a cluster bootstrap of 0/n is [0, 0], which no finite sample can promise),
-``cluster-bootstrap(concept×prompt)`` (pairs whose controls are shared by every concept: both
-resampled), ``bootstrap(pairs)`` / ``bootstrap`` (one concept: pairs or trials resampled),
-``…∪wilson(discordant)`` (a paired 0/1 difference whose bootstrap has no spread, e.g. no
-discordant pair: widened by the Wilson upper bound of the discordant share, since the
-difference can be no larger than that). Paired
-binary differences carry ``p`` (McNemar on the matched pairs, exact below 25 discordant pairs),
-``p_cluster`` (clustered McNemar across concepts) and, once a summariser has seen the whole grid,
-``p_holm`` (Holm over the grid's cells of the more conservative of the two).
+The unit of replication is the concept (``introspect.clustered``): every row's estimate is the
+mean of its concepts' values and ``ci`` names the interval: ``wilson-deff-t(concept)`` (rates),
+``newcombe-deff-t(concept)`` (paired 0/1 differences), ``t(concept)`` (means and continuous
+differences), ``wilson`` (answers with no concept, treated as independent), ``newcombe-unpaired``
+(controls that could not be paired) or ``none`` (fewer than ``MIN_CLUSTERS`` concepts: no
+interval, and ``note`` says why). Differences carry ``p`` (exact sign-flip over the concepts'
+paired differences), ``p_min`` (the smallest p that many concepts can reach) and ``p_holm``
+(Holm over the family a headline picks from: every variant, cell and headline metric of a task;
+any other metric is its own family over variants and cells).
 """
 
 from __future__ import annotations
@@ -27,29 +24,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect.stats import (
-    Part,
-    bootstrap_diff,
-    bootstrap_mean,
-    cluster_bootstrap,
-    cluster_mean,
-    cluster_paired_diff,
-    holm,
-    mcnemar_clustered,
-    mcnemar_test,
-    n_levels,
-    paired_bootstrap,
-    wilson,
-)
+from introspect import clustered as C
+from introspect.stats import holm
 
 KEYS = ["model_id", "task", "layer_idx", "alpha", "alpha_units", "variant"]
 CELL = ["layer_idx", "alpha", "alpha_units"]
 SUMMARY_COLUMNS = KEYS + ["metric", "condition", "value", "lo", "hi", "n", "n_clusters", "ci",
-                          "p", "p_cluster", "p_holm", "note"]
+                          "p", "p_min", "p_holm", "note"]
 # An injected/ablation record and the control record with the same match key saw the identical
 # prompt and the same sampling stream (records contract); controls that carry a concept word
 # (tasks B, C and the steering check) are matched on the word too.
-MATCH_KEY = ["model_id", "task", "variant", "trial_index", "sample", "extra.sentence"]
+MATCH_KEY = ["model_id", "task", "variant", "trial_index", "sample", "extra.sentence",
+             "extra.question"]
 NAN = math.nan
 _HEAVY = ("prompt", "token_positions", "source", "trial_id", "run_id", "gen", "type", "ts")
 
@@ -61,12 +47,25 @@ def none_if_missing(v: Any) -> Any:
 
 def row(keys: dict[str, Any], metric: str, est: tuple[float, float, float], n: int,
         condition: str = "", *, ci: str = "", n_clusters: int | None = None, p: float = NAN,
-        p_cluster: float = NAN, note: str = "") -> dict[str, Any]:
+        p_min: float = NAN, note: str = "") -> dict[str, Any]:
     """One summary row: ``keys`` holds (some of) KEYS, ``est`` is (value, lo, hi)."""
     out = {k: none_if_missing(keys.get(k)) for k in KEYS}
     out.update(metric=metric, condition=condition, value=est[0], lo=est[1], hi=est[2], n=int(n),
-               n_clusters=n_clusters, ci=ci, p=p, p_cluster=p_cluster, p_holm=NAN, note=note)
+               n_clusters=n_clusters, ci=ci, p=p, p_min=p_min, p_holm=NAN, note=note)
     return out
+
+
+def est_row(keys: dict[str, Any], metric: str, e: C.Est, condition: str = "",
+            note: str = "") -> list[dict[str, Any]]:
+    """The row of a ``clustered.Est`` (none when it holds no value). The row keeps the estimate's
+    ``refit`` (an interval at another level) under the private key ``_est`` for verdicts."""
+    if not e.n:
+        return []
+    p_min = C.smallest_p(e.g) if not math.isnan(e.p) else NAN
+    r = row(keys, metric, e.interval, e.n, condition, ci=e.method, n_clusters=e.g, p=e.p,
+            p_min=p_min, note="; ".join(x for x in (note, e.note) if x))
+    r["_est"] = e
+    return [r]
 
 
 def groups(df: pd.DataFrame, by: list[str]) -> Iterator[tuple[dict[str, Any], pd.DataFrame]]:
@@ -94,12 +93,6 @@ def num(s: pd.Series) -> np.ndarray:
     return pd.to_numeric(s, errors="coerce").to_numpy(float)
 
 
-def rate(x: np.ndarray) -> tuple[tuple[float, float, float], int]:
-    """Wilson rate of a 0/1 array (NaNs dropped) and its n."""
-    x = x[~np.isnan(x)]
-    return wilson(float(x.sum()), x.size), int(x.size)
-
-
 def col(df: pd.DataFrame, name: str) -> pd.Series:
     """Column ``name``, or an all-None column when the records lack that key."""
     return df[name] if name in df.columns else pd.Series([None] * len(df), index=df.index)
@@ -123,17 +116,27 @@ def concepts(df: pd.DataFrame) -> np.ndarray:
                     dtype=object)
 
 
-def _key_frame(df: pd.DataFrame, with_word: bool) -> pd.DataFrame:
-    out = pd.DataFrame(index=df.index)
+KEY_COLUMNS = {True: "_match_w", False: "_match"}  # precomputed match keys (``with_match_keys``)
+
+
+def with_match_keys(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its match keys computed once (``pair`` then merges on them directly)."""
+    return df.assign(**{KEY_COLUMNS[w]: _match_key(df, w) for w in (True, False)})
+
+
+def _text(c: pd.Series) -> pd.Series:
+    return c.astype(object).where(c.notna(), "").astype(str)
+
+
+def _match_key(df: pd.DataFrame, with_word: bool) -> pd.Series:
+    """One string per row joining its ``MATCH_KEY`` values (and word): a single merge column."""
+    parts = []
     for k in MATCH_KEY + (["word"] if with_word else []):
         c = col(df, k)
-        if k == "sample":
-            out[k] = pd.to_numeric(c, errors="coerce").fillna(0).astype(int)
-        elif k == "trial_index":
-            out[k] = pd.to_numeric(c, errors="coerce").fillna(-1).astype(int)
-        else:
-            out[k] = ["" if none_if_missing(v) is None else str(v) for v in c]
-    return out
+        if k in ("sample", "trial_index"):
+            c = pd.to_numeric(c, errors="coerce").fillna(0 if k == "sample" else -1).astype(int).astype(str)
+        parts.append(_text(c))
+    return parts[0].str.cat(parts[1:], sep="\x1f")
 
 
 def pair(treated: pd.DataFrame, controls: pd.DataFrame) -> pd.DataFrame:
@@ -146,28 +149,27 @@ def pair(treated: pd.DataFrame, controls: pd.DataFrame) -> pd.DataFrame:
     """
     if treated.empty or controls.empty:
         return pd.DataFrame()
-    treated, controls = (d.drop(columns=[c for c in _HEAVY if c in d.columns]) for d in (treated, controls))
     with_word = bool(concepts(controls).all()) and "word" in treated.columns
-    kt, kc = _key_frame(treated, with_word), _key_frame(controls, with_word)
-    keys = list(kt.columns)
-    t = pd.concat([kt.add_prefix("k:"), treated], axis=1)
-    c = pd.concat([kc.add_prefix("k:"), controls.add_suffix("~c")], axis=1)
-    c = c.drop_duplicates([f"k:{k}" for k in keys], keep="last")
-    out = t.merge(c, on=[f"k:{k}" for k in keys], how="inner")
+    kcol = KEY_COLUMNS[with_word]
+
+    def keyed(d: pd.DataFrame) -> pd.DataFrame:
+        k = d[kcol] if kcol in d.columns else _match_key(d, with_word)
+        return d.drop(columns=[c for c in (*_HEAVY, *KEY_COLUMNS.values()) if c in d.columns]).assign(_k=k)
+
+    t, c = keyed(treated), keyed(controls)
+    c = c.drop_duplicates("_k", keep="last")
+    c = c.rename(columns={k: f"{k}~c" for k in c.columns if k != "_k"})
+    out = t.merge(c, on="_k", how="inner")
     if out.empty:
         return out
     out = out.copy()  # one block per dtype: the merge of wide record frames is fragmented (pandas warns)
     out["concept"] = concepts(out)
-    out["prompt"] = [f"{i}|{s}" for i, s in zip(out["k:trial_index"], out["k:extra.sentence"])]
-    out["control_id"] = ["|".join(map(str, k)) for k in zip(*(out[f"k:{k}"] for k in keys))]
-    return out.drop(columns=[f"k:{k}" for k in keys])
+    out["prompt"] = (pd.to_numeric(col(out, "trial_index"), errors="coerce").fillna(-1).astype(int).astype(str)
+                     + "|" + _text(col(out, "extra.sentence")))
+    return out.rename(columns={"_k": "control_id"})
 
 
 # ---------------------------------------------------------------- rows with intervals
-
-
-def _labels(clusters: Any, n: int) -> np.ndarray:
-    return np.full(n, "", dtype=object) if clusters is None else np.asarray(clusters, dtype=object)
 
 
 def unique_controls(p: pd.DataFrame) -> pd.DataFrame:
@@ -175,118 +177,88 @@ def unique_controls(p: pd.DataFrame) -> pd.DataFrame:
     return p.drop_duplicates("control_id") if not p.empty else p
 
 
-def rate_row(keys: dict[str, Any], metric: str, x: np.ndarray, condition: str,
-             clusters: Any = None, unit: str = "concept", note: str = "") -> list[dict]:
-    """The rate row of a 0/1 array (NaNs dropped), or no row when it holds no value.
+def _clusters(clusters: Any, n: int) -> Any:
+    """Concept labels, or None (answers as independent units) when there are none at all."""
+    if clusters is None:
+        return None
+    lab = np.asarray(clusters, dtype=object)
+    return None if lab.size == n and all(v in ("", None) for v in lab) else lab
 
-    More than one cluster: the cluster-bootstrap interval widened to contain Wilson's;
-    otherwise Wilson over the trials.
-    """
+
+def rate_row(keys: dict[str, Any], metric: str, x: np.ndarray, condition: str,
+             clusters: Any = None, note: str = "") -> list[dict]:
+    """The rate of a 0/1 array (NaNs dropped) over concepts, or no row when it holds no value."""
     x = np.asarray(x, dtype=float)
-    lab = _labels(clusters, x.size)
-    ok = ~np.isnan(x)
-    est, n = rate(x)
-    if not n:
-        return []
-    g = n_levels(lab[ok])
-    if g < 2:
-        return [row(keys, metric, est, n, condition, ci="wilson", n_clusters=g, note=note)]
-    boot = cluster_mean(x[ok], lab[ok])
-    hull = (est[0], float(np.nanmin([boot[1], est[1]])), float(np.nanmax([boot[2], est[2]])))
-    return [row(keys, metric, hull, n, condition, ci=f"cluster-bootstrap({unit})∪wilson",
-                n_clusters=g, note=note)]
+    return est_row(keys, metric, C.rate(x, _clusters(clusters, x.size)), condition, note)
 
 
 def mean_row(keys: dict[str, Any], metric: str, x: np.ndarray, condition: str,
-             clusters: Any = None, unit: str = "concept", note: str = "") -> list[dict]:
-    """The mean of a numeric array with a cluster (or, one cluster, plain) bootstrap interval."""
+             clusters: Any = None, note: str = "") -> list[dict]:
+    """The mean of a numeric array over concepts (Student t), or no row when it holds no value."""
     x = np.asarray(x, dtype=float)
-    lab = _labels(clusters, x.size)
-    ok = ~np.isnan(x)
-    if not ok.any():
-        return []
-    g = n_levels(lab[ok])
-    if g < 2:
-        return [row(keys, metric, bootstrap_mean(x[ok]), int(ok.sum()), condition,
-                    ci="bootstrap", n_clusters=g, note=note)]
-    return [row(keys, metric, cluster_mean(x[ok], lab[ok]), int(ok.sum()), condition,
-                ci=f"cluster-bootstrap({unit})", n_clusters=g, note=note)]
+    return est_row(keys, metric, C.mean(x, _clusters(clusters, x.size)), condition, note)
 
 
-def diff_row(keys: dict[str, Any], metric: str, a: np.ndarray, b: np.ndarray,
-             condition: str, note: str = "") -> list[dict]:
-    """Unpaired mean(a) − mean(b) (NaNs dropped) by bootstrap, or no row when a side is empty."""
-    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
-    if not (a.size and b.size):
-        return []
-    return [row(keys, metric, bootstrap_diff(a, b), a.size + b.size, condition,
-                ci="bootstrap", note=note)]
+def diff_row(keys: dict[str, Any], metric: str, a: np.ndarray, b: np.ndarray, condition: str,
+             a_clusters: Any = None, b_clusters: Any = None, note: str = "") -> list[dict]:
+    """Unpaired rate(a) − rate(b) (NaNs dropped; Newcombe), or no row when a side is empty.
+    Only for controls that cannot be paired (records written before matching)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    e = C.unpaired_rate_diff(a, _clusters(a_clusters, a.size), b, _clusters(b_clusters, b.size))
+    return est_row(keys, metric, e, condition, note)
 
 
 def _binary(x: np.ndarray) -> bool:
-    return bool(np.isin(x, (0.0, 1.0)).all())
+    return bool(np.isin(x[~np.isnan(x)], (0.0, 1.0)).all())
 
 
 def paired_row(keys: dict[str, Any], metric: str, a: np.ndarray, b: np.ndarray,
-               condition: str, clusters: Any = None, crossed: Any = None,
-               note: str = "") -> list[dict]:
-    """mean(a − b) over complete pairs: cluster bootstrap (two-way when ``crossed`` labels are
-    given), else a bootstrap over pairs; 0/1 outcomes also get McNemar ``p`` and clustered
-    ``p_cluster``. No complete pair -> no row."""
+               condition: str, clusters: Any = None, note: str = "") -> list[dict]:
+    """mean(a − b) over complete pairs, by concept: Newcombe for 0/1 outcomes, Student t
+    otherwise, each with the exact sign-flip p. No complete pair -> no row."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    ok = ~(np.isnan(a) | np.isnan(b))
-    if not ok.any():
-        return []
-    a, b = a[ok], b[ok]
-    lab = _labels(clusters, ok.size)[ok]
-    crs = None if crossed is None else np.asarray(crossed, dtype=object)[ok]
-    g, h = n_levels(lab), (n_levels(crs) if crs is not None else 1)
-    dims = [u for u, k in (("concept", g), ("prompt", h)) if k >= 2]
-    if dims:
-        est, _ = cluster_paired_diff(a, b, lab, crs if h >= 2 else None)
-        ci = f"cluster-bootstrap({'×'.join(dims)})"
-    else:
-        est, ci = paired_bootstrap(a, b), "bootstrap(pairs)"
-    p = pc = NAN
-    if _binary(a) and _binary(b):
-        p = mcnemar_test(a.astype(bool), b.astype(bool))[1]
-        if g >= 2:
-            pc = mcnemar_clustered(a.astype(bool), b.astype(bool), lab)[1]
-        if not est[2] > est[1]:  # no spread at all (e.g. no discordant pair): bound by Wilson
-            q_hi = wilson(float(np.sum(a != b)), a.size)[2]
-            est = (est[0], max(-1.0, est[0] - q_hi), min(1.0, est[0] + q_hi))
-            ci += "∪wilson(discordant)"
-    return [row(keys, metric, est, int(ok.sum()), condition, ci=ci, n_clusters=g, p=p,
-                p_cluster=pc, note=note)]
+    lab = _clusters(clusters, a.size)
+    fn = C.paired_rate_diff if _binary(a) and _binary(b) else C.paired_mean_diff
+    return est_row(keys, metric, fn(a, b, lab), condition, note)
 
 
-def combo_row(keys: dict[str, Any], metric: str, parts: list[Part], combine: Any, n: int,
+def combo_row(keys: dict[str, Any], metric: str, parts: list[tuple[Any, Any]], combine: Any,
               condition: str, note: str = "") -> list[dict]:
-    """A statistic of several parts' means (``stats.cluster_bootstrap``), clustered by concept."""
-    if any(np.isnan(np.asarray(p.values, dtype=float)).all() for p in parts):
+    """A statistic of several parts per concept (``clustered.per_concept``), Student t over the
+    concepts present in every part, with its sign-flip p."""
+    vals, n = C.per_concept(parts, combine)
+    if not vals.size:
         return []
-    est, _ = cluster_bootstrap(parts, combine)
-    labels = np.concatenate([np.asarray(p.clusters, dtype=object) for p in parts])
-    g = n_levels(labels)
-    ci = "cluster-bootstrap(concept)" if g >= 2 else "bootstrap"
-    return [row(keys, metric, est, n, condition, ci=ci, n_clusters=g, note=note)]
+    return est_row(keys, metric, C.concept_mean(vals, n, test=True), condition, note)
 
 
-def add_holm(rows: list[dict[str, Any]], metrics: set[str] | None = None) -> list[dict[str, Any]]:
-    """Fill ``p_holm`` per (model, task, variant, metric) over the grid's cells, in place.
-
-    Each cell's p is the more conservative of McNemar's and the clustered McNemar's.
-    """
+def add_holm(rows: list[dict[str, Any]], headline: set[str] | None = None) -> list[dict[str, Any]]:
+    """Fill ``p_holm`` in place: one family per (model, task) holding every variant, cell and
+    ``headline`` metric (what a headline or a verdict picks from); every other metric with a p is
+    a family of its own per (model, task, metric) over variants and cells. Rows of another task
+    or without a p are left alone."""
     fam: dict[tuple, list[dict]] = {}
     for r in rows:
-        if (metrics is None or r["metric"] in metrics) and not math.isnan(r.get("p", NAN)):
-            fam.setdefault((r["model_id"], r["task"], r["variant"], r["metric"]), []).append(r)
+        if math.isnan(r.get("p", NAN)):
+            continue
+        key = ((r["model_id"], r["task"], "headline") if headline and r["metric"] in headline
+               else (r["model_id"], r["task"], r["metric"]))
+        fam.setdefault(key, []).append(r)
     for members in fam.values():
-        ps = [max(r["p"], r["p_cluster"]) if not math.isnan(r["p_cluster"]) else r["p"]
-              for r in members]
-        for r, adj in zip(members, holm(ps)):
+        for r, adj in zip(members, holm([r["p"] for r in members])):
             r["p_holm"] = float(adj)
+            r["holm_m"] = len(members)
     return rows
+
+
+def holm_interval(r: dict[str, Any], alpha: float = 0.05) -> tuple[float, float]:
+    """The row's interval at level 1 − alpha/m (m = its Holm family's size; Bonferroni, so it
+    is conservative), for claims that must survive the multiplicity of a headline."""
+    e = r.get("_est")
+    m = int(r.get("holm_m", 1))
+    if e is None or e.refit is None or math.isnan(r["lo"]):
+        return NAN, NAN
+    return e.refit(1 - alpha / m)
 
 
 SPLIT_SEED = 0

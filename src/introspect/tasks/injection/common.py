@@ -77,9 +77,9 @@ def _norm_positions(prompt: Prompt, positions: Positions) -> list[int]:
     """Prompt positions whose residual norm sets the ``resid`` unit (the last token if none)."""
     n = len(prompt)
     if isinstance(positions, From):
-        return list(range(positions.start, n))
+        return list(range(max(positions.start, 1), n))
     if positions in ("all", "prompt"):
-        return list(range(n))
+        return list(range(1, n)) if n > 1 else [0]  # never position 0 (its attention-sink norm)
     if positions == "generated":
         return [n - 1]
     return [int(p) for p in positions]  # type: ignore[union-attr]
@@ -114,7 +114,10 @@ def spec_for(ctx: RunContext, trial: Trial, prompt: Prompt, positions: Positions
         raise ConfigError(f"alpha_units must be raw, unit or resid, got {units!r}")
     eff = a * scale[units]
     alpha_as = {"unit": eff, "raw": eff / ref.raw_norm, "resid": eff / rn}
-    return Injected(InjectionSpec(layer, sign * eff, cv.vector, positions), sign * eff, alpha_as)
+    vector = cv.vector
+    if ctx.cfg.option("placebo", False):  # the instrument's null: a zero vector, same positions and α
+        vector = torch.zeros_like(vector)
+    return Injected(InjectionSpec(layer, sign * eff, vector, positions), sign * eff, alpha_as)
 
 
 def other_concept(ctx: RunContext, concepts: Sequence[str], word: str, salt: str = "") -> str:
@@ -184,10 +187,11 @@ Made = tuple[Sequence[Prompt], Sequence[InjectionSpec | None], Any]
 
 
 def execute_generation(ctx: RunContext, trials: Sequence[Trial], make: Callable[[Trial], Made], *,
-                       chunk: int = 4) -> Iterator[Generated]:
+                       chunk: int = 4, max_new_tokens: int | None = None) -> Iterator[Generated]:
     """Run trials ``chunk × batch_size`` at a time: ``make(trial)`` gives the trial's prompts, one
     injection spec per prompt and any extra value; every prompt of a chunk goes through one
-    ``run_batch`` call, and the outputs come back per trial, in trial order."""
+    ``run_batch`` call (``max_new_tokens``: this call's budget, default the run's), and the
+    outputs come back per trial, in trial order."""
     size = ctx.cfg.batch_size * chunk
     for lo in range(0, len(trials), size):
         made = []
@@ -197,7 +201,8 @@ def execute_generation(ctx: RunContext, trials: Sequence[Trial], make: Callable[
                 raise ValueError(f"trial {t.condition}/{t.index}: {len(ps)} prompts but {len(ss)} specs")
             made.append((t, list(ps), list(ss), extra))
         seeds = [k for m in made for k in stream_keys(ctx, m[0], len(m[1]))]
-        gens = iter(run_batch(ctx, [p for m in made for p in m[1]], [s for m in made for s in m[2]], seeds=seeds))
+        gens = iter(run_batch(ctx, [p for m in made for p in m[1]], [s for m in made for s in m[2]], seeds=seeds,
+                              max_new_tokens=max_new_tokens))
         for t, ps, ss, extra in made:
             yield Generated(t, ps, ss, [next(gens) for _ in ps], extra)
 

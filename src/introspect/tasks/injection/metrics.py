@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect.tasks.injection.metrics_a import EFFECT_P, IDENTICAL, summarize_a
+from introspect.tasks.injection.metrics_a import EFFECT_P, IDENTICAL, VERDICTS, power, summarize_a
 from introspect.tasks.injection.metrics_d import summarize_d
 from introspect.tasks.tidy import (
     CELL,
@@ -30,6 +30,7 @@ from introspect.tasks.tidy import (
     diff_row,
     flag,
     groups,
+    holm_interval,
     mean_diff,
     mean_row,
     num,
@@ -71,32 +72,40 @@ def _same(p: pd.DataFrame) -> list[float]:
     return [float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c")) if a or b]
 
 
-def verdict(model: str, task: str, rows: list[dict], identical: list[float]) -> list[dict]:
-    """Tasks B/C: did the injection measurably change the answers at all? (Task A's verdict
-    also reads the steering check.) 1 = no measurable effect, 0 = effect, NaN = cannot tell."""
+def verdict(model: str, task: str, rows: list[dict], identical: list[float],
+            headline: set[str]) -> list[dict]:
+    """Tasks B/C: "detected" when a headline difference survives Holm with its Holm-level
+    interval above 0; "no measurable effect" when ≥ ``IDENTICAL`` of injected answers equal their
+    controls; otherwise "inconclusive", with the power line. (Whether the vector steers at all is
+    task A's steering check.)"""
     if not identical:
         return []
-    sig = [r for r in rows if r["model_id"] == model and r["metric"].startswith("delta_")
-           and not r["metric"].endswith("@held_out") and r["p_holm"] < EFFECT_P]
+    mine = [r for r in rows if r["model_id"] == model and r["task"] == task and r["metric"] in headline]
+    hits = [f"{r['metric']} {r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}" for r in mine
+            if r["p_holm"] < EFFECT_P and holm_interval(r, EFFECT_P)[0] > 0]
     same = float(np.mean(identical))
-    evidence = (f"{same:.0%} of injected answers equal their matched control; {len(sig)} "
-                f"paired differences with Holm p < {EFFECT_P}")
-    if sig:
-        v, note = 0.0, f"injection has a measurable effect: {evidence}"
+    first = sorted(headline)[0]
+    mde, line, tests = power(rows, model, task, next((m for m in sorted(headline) if any(
+        r["metric"] == m for r in mine)), first))
+    evidence = (f"{same:.0%} of injected answers equal their matched control; Holm over {tests} "
+                f"tests ({', '.join(sorted(headline))} over every variant and cell)")
+    if hits:
+        v, note = 1.0, f"detected: {', '.join(hits)} above 0 after Holm; {evidence}"
     elif same >= IDENTICAL:
-        v, note = 1.0, (f"injection had no measurable effect: {evidence}. A null here says "
-                        "nothing about introspection (see task A's steering check).")
+        v, note = -1.0, (f"no measurable effect: {evidence}. A null here says nothing about "
+                         "introspection (see task A's steering check)")
     else:
-        v, note = math.nan, (f"answers differ from controls but nothing is significant: "
-                             f"{evidence}; task A's steering check tells whether the vector steers")
+        v, note = 0.0, f"inconclusive: {evidence}; {line}"
     keys = {"model_id": model, "task": task, "variant": "all"}
-    return [row(keys, "no_measurable_effect", (v, math.nan, math.nan), len(identical), note=note)]
+    return [row(keys, "verdict", (v, math.nan, math.nan), len(identical), VERDICTS[v], note=note),
+            row(keys, f"power:{first}", (mde, math.nan, math.nan), len(identical), "", note=line)]
 
 
 # ---------------------------------------------------------------- Task B
 
 B_NAMES = {"grade.success": "strict_success", "grade.thought_correct": "thought_correct",
            "grade.repeat_correct": "repeat_correct", "grade.mc_correct": "mc_accuracy"}
+B_HEADLINE = {"delta_strict_success", "delta_mc_accuracy"}
 
 
 def _b_rows(keys: dict, p: pd.DataFrame, suffix: str = "", note: str = "") -> list[dict]:
@@ -143,12 +152,13 @@ def summarize_b(df: pd.DataFrame) -> list[dict[str, Any]]:
             for column, name in B_NAMES.items():
                 a, b = flag(col(inj, column), None), flag(col(base, column), None)
                 out += rate_row(keys, f"{name}:injected", a, "injected", concepts(inj))
-                out += rate_row(keys, f"{name}:control", b, "control", note=LEGACY)
-                out += diff_row(keys, f"delta_{name}", a, b, "injected-control", note=LEGACY)
+                out += rate_row(keys, f"{name}:control", b, "control", concepts(base), note=LEGACY)
+                out += diff_row(keys, f"delta_{name}", a, b, "injected-control", concepts(inj),
+                                concepts(base), note=LEGACY)
         out += split_half(cells, _b_score, lambda k, h, note: _b_rows(k, h, "@held_out", note))
-    add_holm(out, {f"delta_{n}" for n in B_NAMES.values()})
+    add_holm(out, B_HEADLINE)
     for model, same in sorted(identical.items()):
-        out += verdict(model, "B", out, same)
+        out += verdict(model, "B", out, same, B_HEADLINE)
     return out
 
 
@@ -220,26 +230,29 @@ def summarize_c(df: pd.DataFrame) -> list[dict[str, Any]]:
                                       pim["concept"].to_numpy())
                 continue
             yes: dict[str, np.ndarray] = {}
+            labs: dict[str, np.ndarray] = {}
             for cond in ("control", "injected", "mismatch"):
                 sub = baseline(vdf, cdf, cond) if cond == "control" else cdf[cdf["condition"] == cond]
                 if sub.empty:
                     continue
                 yes[cond], unk = _intent(sub)
                 note = LEGACY if cond == "control" else ""
-                lab = None if cond == "control" else concepts(sub)
-                out += rate_row(keys, f"intentional:{cond}", yes[cond], cond, lab, note=note)
-                out += rate_row(keys, f"unknown:{cond}", unk, cond, lab, note=note)
+                labs[cond] = concepts(sub)
+                out += rate_row(keys, f"intentional:{cond}", yes[cond], cond, labs[cond], note=note)
+                out += rate_row(keys, f"unknown:{cond}", unk, cond, labs[cond], note=note)
             for cond in ("injected", "mismatch"):
                 if cond in yes and "control" in yes:
                     out += diff_row(keys, f"delta_intentional:{cond}", yes[cond], yes["control"],
-                                    f"{cond}-control", note=LEGACY)
+                                    f"{cond}-control", labs[cond], labs["control"], note=LEGACY)
         out += split_half(cells, _c_score, lambda k, h, note: _c_rows(
             k, h, pd.DataFrame(), "@held_out", note))
-    add_holm(out, {"delta_intentional:injected", "delta_intentional:mismatch",
-                   "delta_intentional:injected-mismatch"})
+    add_holm(out, C_HEADLINE)
     for model, same in sorted(identical.items()):
-        out += verdict(model, "C", out, same)
+        out += verdict(model, "C", out, same, C_HEADLINE)
     return out
+
+
+C_HEADLINE = {"delta_intentional:injected-mismatch", "delta_intentional:injected"}
 
 
 SUMMARIES = {"A": summarize_a, "B": summarize_b, "C": summarize_c, "D": summarize_d}

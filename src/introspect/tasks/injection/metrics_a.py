@@ -1,17 +1,27 @@
-"""Task A's metrics: detection against matched controls, the critiques' controls, and a verdict.
+"""Task A's metrics: detection against matched controls, paired ablations, a yes-bias-proof
+introspection score, and one verdict that follows the evidence.
 
 Why a module of its own: task A carries most of the controls the literature asks for, and each
-needs the same pairing. Per (variant, layer, α, units) cell: TPR over injected answers, the
-*matched* FPR (the control answers to the identical prompts and sample streams, records
-contract), Net = TPR − FPR with a paired interval and McNemar tests (Holm over the grid); the
-identification rate beside the mismatch rate (naming another concept of the run); the Gaussian,
-concept-random and −v ablations; rates among coherent answers; detection where the vector
-steers (``metrics_steer``); P(yes) means and the *introspection score* = [P(yes | injected) −
-P(yes | matched control)] − [P(yes | bias question, injected) − P(yes | same bias question and
-sample, not injected)]. The best cell is picked by Net on a seeded half of the concepts and
-reported on the other half. Finally one row per model says whether the injection measurably did
-anything at all (``no_measurable_effect``), so a null is never reported as a clean one when the
-vector did nothing.
+needs the same pairing. The unit is the concept (``introspect.clustered``); every concept has its
+own control per (trial, sample), decoded from the same stream. Per (framing, layer, α, units):
+
+- TPR, matched FPR, Net = TPR − FPR (paired; Newcombe interval, sign-flip p), the same among
+  coherent answers, P(yes) means and their paired shift (probability and log-odds);
+- ablations as paired tests: Net against the Gaussian, other-concept and −v ablations;
+- identification against ``concept_random`` answers graded for the original word (the same
+  stream with another concept's direction: naming the word by chance), and, secondary, against
+  naming a mismatched concept;
+- the *introspection score* in log-odds: per concept, the mean Δlogit P(yes) of the detection
+  question minus that of ≥ 5 bias questions asked in the same framing with the same injection; a
+  uniform push toward "yes" scores 0;
+- the steering check's cell rows (``metrics_steer``), the best cell picked on half the concepts
+  and reported on the other half.
+
+Holm runs over every framing, cell and headline metric (``HEADLINE``). ``verdict`` (one row per
+model) is "detected" only when a Net survives Holm with its Holm-level interval above 0, beats
+every ablation, holds among coherent answers, and its cell steers; "no measurable effect" only
+when ≥ ``IDENTICAL`` of injected answers equal their controls and nothing steers; otherwise
+"inconclusive", with the power line.
 """
 
 from __future__ import annotations
@@ -22,13 +32,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect.stats import Part
+from introspect import clustered as C
 from introspect.tasks.injection.metrics_steer import (
     RULE,
+    cell_steers,
     steering_table,
     steers_lookup,
     summarize_steering,
 )
+from introspect.tasks.tidy import _HEAVY as HEAVY
 from introspect.tasks.tidy import (
     CELL,
     add_holm,
@@ -39,9 +51,9 @@ from introspect.tasks.tidy import (
     diff_row,
     flag,
     groups,
+    holm_interval,
     mean_diff,
     mean_row,
-    none_if_missing,
     num,
     pair,
     paired_row,
@@ -49,30 +61,29 @@ from introspect.tasks.tidy import (
     row,
     split_half,
     unique_controls,
+    with_match_keys,
 )
 
-NOT_DETECTION = ("bias", "steer")
+NOT_DETECTION = ("bias", "steer")  # variants (``bias`` is the older layout's)
+NOT_CELL = ("control", "bias", "bias_control", "steer", "steer_random", "steer_control")
 ABLATIONS = ("random", "concept_random", "negative")
-EFFECT_P = 0.05  # Holm-adjusted p below which a cell's Net counts as an effect
-EFFECT_PYES = 0.05  # |paired P(yes) shift| at or above which (CI excluding 0) a cell counts
-IDENTICAL = 0.99  # share of answers identical to their matched control that means "untouched"
+HEADLINE = {"net", "identification_vs_random", "introspection_score"}
+EFFECT_P = 0.05  # Holm level of every claim
+IDENTICAL = 0.95  # share of injected answers equal to their matched control that means "untouched"
+VERDICTS = {1.0: "detected", 0.0: "inconclusive", -1.0: "no measurable effect"}
+
+
+def logit(p: np.ndarray) -> np.ndarray:
+    """log(p / (1 − p)) of P(yes) (clipped to [1e-15, 1 − 1e-15]): adding c to the "yes" logits
+    moves it by exactly c, wherever P(yes) starts."""
+    p = np.clip(np.asarray(p, dtype=float), 1e-15, 1 - 1e-15)
+    return np.log(p) - np.log1p(-p)
 
 
 def _ident(df: pd.DataFrame) -> np.ndarray:
     """``grade.identified`` (records contract), else the older ``grade.matched``."""
     x = flag(col(df, "grade.identified"))
     return x if not np.isnan(x).all() else flag(col(df, "grade.matched"))
-
-
-def _cells(vdf: pd.DataFrame) -> list[tuple[dict[str, Any], pd.DataFrame]]:
-    """The (layer, α, units) cells that hold injected or ablation records."""
-    active = vdf[vdf["condition"].isin(("injected", *ABLATIONS))]
-    return list(groups(active, CELL))
-
-
-def _shared(p: pd.DataFrame) -> bool:
-    """Controls carry no concept (one control serves every concept): cluster them by prompt."""
-    return any(none_if_missing(w) is None or w == "" for w in col(p, "word~c"))
 
 
 def _alpha_rows(keys: dict, inj: pd.DataFrame) -> list[dict]:
@@ -87,37 +98,31 @@ def _alpha_rows(keys: dict, inj: pd.DataFrame) -> list[dict]:
 
 
 def _detection_rows(keys: dict, inj: pd.DataFrame, p: pd.DataFrame) -> list[dict]:
-    """TPR, matched FPR, Net (paired), coherent-only rates, P(yes) shift, identical answers.
-
-    Rates of the controls themselves count each matched control once, clustered by prompt when
-    one control serves every concept."""
-    out = rate_row(keys, "tpr", flag(col(inj, "grade.detected")), "injected", concepts(inj))
-    shared = _shared(p)
-    lab, crs = p["concept"].to_numpy(), p["prompt"].to_numpy()
-    u = unique_controls(p) if shared else p
-    u_lab, unit = (u["prompt"].to_numpy(), "prompt") if shared else (lab, "concept")
+    """TPR, matched FPR, Net, coherent-only rates, P(yes) and its shifts, identical answers."""
+    lab = p["concept"].to_numpy()
+    u = unique_controls(p)
+    u_lab = u["concept"].to_numpy()
     det, det_c = flag(col(p, "grade.detected")), flag(col(p, "grade.detected~c"))
-    u_det = flag(col(u, "grade.detected~c"))
-    out += rate_row(keys, "fpr", u_det, "control (matched)", u_lab, unit)
-    out += paired_row(keys, "net", det, det_c, "injected-control", lab, crs if shared else None)
+    out = rate_row(keys, "tpr", flag(col(inj, "grade.detected")), "injected", concepts(inj))
+    out += rate_row(keys, "fpr", flag(col(u, "grade.detected~c")), "control (matched)", u_lab)
+    out += paired_row(keys, "net", det, det_c, "injected-control", lab)
     coh, u_coh = flag(col(inj, "grade.coherent"), None), flag(col(u, "grade.coherent~c"), None)
     out += rate_row(keys, "coherent:injected", coh, "injected", concepts(inj))
-    out += rate_row(keys, "coherent:control", u_coh, "control (matched)", u_lab, unit)
+    out += rate_row(keys, "coherent:control", u_coh, "control (matched)", u_lab)
     if not np.isnan(coh).all():
-        out += rate_row(keys, "tpr:coherent", np.where(coh == 1, flag(col(inj, "grade.detected")),
-                                                       np.nan), "injected", concepts(inj))
-        out += rate_row(keys, "fpr:coherent", np.where(u_coh == 1, u_det, np.nan),
-                        "control (matched)", u_lab, unit)
-        both = (flag(col(p, "grade.coherent"), None) == 1) & (
-            flag(col(p, "grade.coherent~c"), None) == 1)
+        out += rate_row(keys, "tpr:coherent", np.where(coh == 1, flag(col(inj, "grade.detected")), np.nan),
+                        "injected", concepts(inj))
+        out += rate_row(keys, "fpr:coherent", np.where(u_coh == 1, flag(col(u, "grade.detected~c")), np.nan),
+                        "control (matched)", u_lab)
+        both = (flag(col(p, "grade.coherent"), None) == 1) & (flag(col(p, "grade.coherent~c"), None) == 1)
         out += paired_row(keys, "net:coherent", np.where(both, det, np.nan), det_c, "injected-control",
-                          lab, crs if shared else None, note="pairs whose two answers are coherent")
+                          lab, note="pairs whose two answers are coherent")
     py, py_c = num(col(p, "p_yes")), num(col(p, "p_yes~c"))
     out += mean_row(keys, "p_yes_mean:injected", num(col(inj, "p_yes")), "injected", concepts(inj))
-    out += mean_row(keys, "p_yes_mean:control", num(col(u, "p_yes~c")), "control (matched)", u_lab,
-                    unit)
-    out += paired_row(keys, "p_yes_shift", py, py_c, "injected-control", lab,
-                      crs if shared else None)
+    out += mean_row(keys, "p_yes_mean:control", num(col(u, "p_yes~c")), "control (matched)", u_lab)
+    out += paired_row(keys, "p_yes_shift", py, py_c, "injected-control", lab)
+    out += paired_row(keys, "logit_yes_shift", logit(py), logit(py_c), "injected-control", lab,
+                      note="log-odds of P(yes)")
     same = np.array([float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c"))])
     out += rate_row(keys, "answers_identical", same, "injected=control", lab,
                     note="share of injected answers word-for-word equal to their matched control")
@@ -125,116 +130,116 @@ def _detection_rows(keys: dict, inj: pd.DataFrame, p: pd.DataFrame) -> list[dict
 
 
 def _legacy_rows(keys: dict, inj: pd.DataFrame, cdf: pd.DataFrame, vdf: pd.DataFrame) -> list:
-    """Records without matching keys (older runs): controls pooled, unpaired Net."""
+    """Controls shared by every concept (older record layout): they cannot be paired, so Net is
+    an unpaired difference with the controls as independent answers, and no p-value is claimed."""
     ctl = baseline(vdf, cdf, "control")
     det_i, det_c = flag(col(inj, "grade.detected")), flag(col(ctl, "grade.detected"))
-    note = "controls not matched (records predate matching): pooled, unpaired"
+    note = "controls shared by every concept (records predate per-concept controls): unpaired, no test"
     out = rate_row(keys, "tpr", det_i, "injected", concepts(inj))
     out += rate_row(keys, "fpr", det_c, "control", note=note)
-    out += diff_row(keys, "net", det_i, det_c, "injected-control", note=note)
+    out += diff_row(keys, "net", det_i, det_c, "injected-control", concepts(inj), None, note=note)
     out += mean_row(keys, "p_yes_mean:injected", num(col(inj, "p_yes")), "injected", concepts(inj))
     out += mean_row(keys, "p_yes_mean:control", num(col(ctl, "p_yes")), "control", note=note)
     return out
 
 
-def _identification_rows(keys: dict, inj: pd.DataFrame) -> list[dict]:
+def _identification_rows(keys: dict, inj: pd.DataFrame, cdf: pd.DataFrame) -> list[dict]:
     lab = concepts(inj)
     ident, mis = _ident(inj), flag(col(inj, "grade.identified_mismatch"))
     out = rate_row(keys, "identification", ident, "injected", lab)
     hit = flag(col(inj, "grade.detected")) == 1
-    out += rate_row(keys, "identification_given_detected", np.where(hit, ident, np.nan),
-                    "injected", lab)
-    out += rate_row(keys, "identification_mismatch", mis, "injected",
-                    lab, note="names another concept of the run (extra.mismatch_word)")
+    out += rate_row(keys, "identification_given_detected", np.where(hit, ident, np.nan), "injected", lab)
+    cr = pair(inj, cdf[cdf["condition"] == "concept_random"])
+    if not cr.empty:
+        by_chance = _ident(_cr_view(cr))
+        out += rate_row(keys, "identification:concept_random", by_chance, "concept_random",
+                        cr["concept"].to_numpy(),
+                        note="another concept's direction, answer graded for the original word")
+        out += paired_row(keys, "identification_vs_random", _ident(cr), by_chance,
+                          "injected-concept_random", cr["concept"].to_numpy(),
+                          note="naming the word under its own vector vs under another concept's")
+    out += rate_row(keys, "identification_mismatch", mis, "injected", lab,
+                    note="names another concept of the run (extra.mismatch_word)")
     out += paired_row(keys, "identification_minus_mismatch", ident, mis, "injected", lab)
+    return out
+
+
+def _cr_view(p: pd.DataFrame) -> pd.DataFrame:
+    """The ``~c`` (paired) side of a pair frame under its plain column names."""
+    side = p[[c for c in p.columns if c.endswith("~c")]]
+    return side.rename(columns=lambda c: c.removesuffix("~c"))
+
+
+def _ablation_rows(keys: dict, inj: pd.DataFrame, cdf: pd.DataFrame) -> list[dict]:
+    """Each ablation's detection rate, P(yes), and Net against it, paired on the same stream."""
+    out: list[dict] = []
+    for cond in ABLATIONS:
+        sub = cdf[cdf["condition"] == cond]
+        out += rate_row(keys, f"{cond}_detection", flag(col(sub, "grade.detected")), cond, concepts(sub))
+        out += mean_row(keys, f"p_yes_mean:{cond}", num(col(sub, "p_yes")), cond, concepts(sub))
+        ap = pair(inj, sub)
+        if not ap.empty:
+            out += paired_row(keys, f"net_vs_{cond}", flag(col(ap, "grade.detected")),
+                              flag(col(ap, "grade.detected~c")), f"injected-{cond}", ap["concept"].to_numpy())
     return out
 
 
 def _steer_rows(keys: dict, inj: pd.DataFrame, p: pd.DataFrame, lookup: dict,
                 steer_rows: list[dict]) -> list[dict]:
-    """Detection where the vector steers / does not, and the cell's steering figures."""
-    out = []
-    for r in steer_rows:
-        if r["metric"] in ("steer_share", "steer_lp_rise") and all(
-                r[k] == keys[k] for k in CELL) and r["model_id"] == keys["model_id"]:
-            out.append({**r, "variant": keys["variant"]})
-    if not lookup:
+    """The cell's steering figures beside its detection rows, and detection where it steers."""
+    out = [{**r, "variant": keys["variant"]} for r in steer_rows
+           if r["metric"] in ("steer_share", "steer_lp_rise_vs_random") and r["model_id"] == keys["model_id"]
+           and all(r[k] == keys[k] for k in CELL)]
+    if not lookup or p.empty:
         return out
     cell = (keys["layer_idx"], float(keys["alpha"]), keys["alpha_units"])
-
-    def steers(words: Any) -> np.ndarray:
-        return np.array([lookup.get((w, *cell)) for w in words], dtype=object)
-
-    s = steers(col(inj, "word"))
-    det = flag(col(inj, "grade.detected"))
-    out += rate_row(keys, "tpr:steering", np.where(s == True, det, np.nan), "injected",  # noqa: E712
-                    concepts(inj), note=RULE)
-    out += rate_row(keys, "tpr:not_steering", np.where(s == False, det, np.nan),  # noqa: E712
-                    "injected", concepts(inj), note=RULE)
-    if not p.empty:
-        sp = steers(p["concept"])
-        out += paired_row(keys, "net:steering",
-                          np.where(sp == True, flag(col(p, "grade.detected")), np.nan),  # noqa: E712
-                          flag(col(p, "grade.detected~c")), "injected-control",
-                          p["concept"].to_numpy(), note=RULE)
+    sp = np.array([lookup.get((w, *cell)) for w in p["concept"]], dtype=object)
+    out += paired_row(keys, "net:steering", np.where(sp == True, flag(col(p, "grade.detected")), np.nan),  # noqa: E712
+                      flag(col(p, "grade.detected~c")), "injected-control", p["concept"].to_numpy(),
+                      note="concepts whose word gains ≥ 1 nat over a random direction")
     return out
 
 
-def _bias_pairs(bias: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    on = np.nan_to_num(flag(col(bias, "extra.bias_injected"))).astype(bool)
-    inj, cln = bias[on], bias[~on]
-    return inj, cln, pair(inj, cln)
+def _bias_frames(df: pd.DataFrame) -> pd.DataFrame:
+    """Bias answers paired with the same question, concept and stream without injection."""
+    return pair(df[df["condition"] == "bias"], df[df["condition"] == "bias_control"])
 
 
-def _bias_rows(bias: pd.DataFrame) -> list[dict]:
-    """Variant ``bias``: yes-rates and P(yes) on unrelated questions with vs without injection."""
+def _bias_rows(bp: pd.DataFrame) -> list[dict]:
+    """Per framing and cell: yes-rates and P(yes) on the bias questions with vs without injection."""
     out: list[dict] = []
-    b_inj, b_cln, bp = _bias_pairs(bias)
-    for keys, cdf in groups(b_inj, ["model_id", "task", "variant", *CELL]):
-        lab = concepts(cdf)
-        said = flag(col(cdf, "grade.said_yes"))
+    for keys, p in groups(bp, ["model_id", "task", "variant", *CELL]):
+        lab = p["concept"].to_numpy()
+        said, said_c = flag(col(p, "grade.said_yes")), flag(col(p, "grade.said_yes~c"))
         out += rate_row(keys, "bias_yes:injected", said, "bias", lab)
-        out += mean_row(keys, "p_yes_mean:bias_injected", num(col(cdf, "p_yes")), "bias", lab)
-        p = bp.merge(cdf[CELL].drop_duplicates(), on=CELL) if not bp.empty else bp
-        if not p.empty:
-            lab_p = p["concept"].to_numpy()
-            said_c = flag(col(p, "grade.said_yes~c"))
-            out += rate_row(keys, "bias_yes:clean", said_c, "bias (matched, not injected)", lab_p)
-            out += paired_row(keys, "bias_yes_diff", flag(col(p, "grade.said_yes")), said_c,
-                              "bias", lab_p)
-            py_c = num(col(p, "p_yes~c"))
-            out += mean_row(keys, "p_yes_mean:bias_clean", py_c, "bias (matched, not injected)", lab_p)
-            out += paired_row(keys, "p_yes_shift:bias", num(col(p, "p_yes")), py_c, "bias", lab_p)
-        else:
-            note = "bias questions not matched (records predate matching): pooled, unpaired"
-            clean = flag(col(b_cln, "grade.said_yes"))
-            out += rate_row(keys, "bias_yes:clean", clean, "bias", note=note)
-            out += diff_row(keys, "bias_yes_diff", said, clean, "bias", note=note)
-            out += mean_row(keys, "p_yes_mean:bias_clean", num(col(b_cln, "p_yes")), "bias", note=note)
+        out += rate_row(keys, "bias_yes:clean", said_c, "bias (matched, not injected)", lab)
+        out += paired_row(keys, "bias_yes_diff", said, said_c, "bias", lab)
+        py, py_c = num(col(p, "p_yes")), num(col(p, "p_yes~c"))
+        out += mean_row(keys, "p_yes_mean:bias_injected", py, "bias", lab)
+        out += mean_row(keys, "p_yes_mean:bias_clean", py_c, "bias (matched, not injected)", lab)
+        out += paired_row(keys, "p_yes_shift:bias", py, py_c, "bias", lab)
+        out += paired_row(keys, "logit_yes_shift:bias", logit(py), logit(py_c), "bias", lab,
+                          note="log-odds of P(yes)")
     return out
 
 
 def _score_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dict]:
-    """Introspection score of a cell: P(yes) shift on detection minus that on bias questions.
-
-    Both shifts are paired (same prompt and sample). Concepts are drawn together for the two
-    parts when every concept has bias questions (a concept that moves both keeps its pairing),
-    else independently (the bias part then has its own clusters: its questions' concepts)."""
+    """Introspection score of a cell, per concept: mean Δlogit P(yes) on the detection question
+    minus mean Δlogit P(yes) on the bias questions of the same framing and injection."""
     if p.empty or bp.empty:
         return []
-    b = bp.merge(pd.DataFrame([{k: keys[k] for k in CELL}]), on=CELL)
+    b = bp
+    for k in ("variant", *CELL):
+        b = b[np.array([v == keys[k] for v in b[k]], dtype=bool)]
     if b.empty:
         return []
-    d_det = num(col(p, "p_yes")) - num(col(p, "p_yes~c"))
-    d_bias = num(col(b, "p_yes")) - num(col(b, "p_yes~c"))
-    c_det, c_bias = p["concept"].to_numpy(), b["concept"].to_numpy()
-    if not set(c_det) <= set(c_bias):  # some concepts have no bias question: draw apart
-        c_bias = np.array([f"bias:{c}" for c in c_bias], dtype=object)
-    parts = [Part(d_det, c_det), Part(d_bias, c_bias)]
-    return combo_row(keys, "introspection_score", parts, lambda m: m[0] - m[1],
-                     int(np.isfinite(d_det).sum() + np.isfinite(d_bias).sum()), "injected-bias",
-                     note="[P(yes|injected) − P(yes|matched control)] − [P(yes|bias, injected) − "
-                          "P(yes|bias, not injected)], matched by question and sample")
+    d_det = logit(num(col(p, "p_yes"))) - logit(num(col(p, "p_yes~c")))
+    d_bias = logit(num(col(b, "p_yes"))) - logit(num(col(b, "p_yes~c")))
+    parts = [(d_det, p["concept"].to_numpy()), (d_bias, b["concept"].to_numpy())]
+    n_q = col(b, "extra.question").nunique()
+    return combo_row(keys, "introspection_score", parts, lambda det, bias: det - bias, "injected-bias",
+                     note=f"per concept: Δlogit P(yes) on the detection question − mean Δlogit P(yes) on "
+                          f"{n_q} bias questions in the same framing and injection")
 
 
 def _net_score(p: pd.DataFrame) -> float:
@@ -243,89 +248,107 @@ def _net_score(p: pd.DataFrame) -> float:
 
 def _held_out(keys: dict, h: pd.DataFrame, note: str) -> list[dict]:
     """Net, TPR and FPR of the chosen cell on the held-out concepts' pairs."""
-    lab, crs = h["concept"].to_numpy(), h["prompt"].to_numpy()
+    lab = h["concept"].to_numpy()
     det, det_c = flag(col(h, "grade.detected")), flag(col(h, "grade.detected~c"))
-    out = paired_row(keys, "net@held_out", det, det_c, "injected-control", lab,
-                     crs if _shared(h) else None, note=note)
+    u = unique_controls(h)
+    out = paired_row(keys, "net@held_out", det, det_c, "injected-control", lab, note=note)
     out += rate_row(keys, "tpr@held_out", det, "injected", lab, note=note)
-    u = unique_controls(h) if _shared(h) else h
     out += rate_row(keys, "fpr@held_out", flag(col(u, "grade.detected~c")), "control (matched)",
-                    *((u["prompt"].to_numpy(), "prompt") if _shared(h) else (lab, "concept")),
-                    note=note)
+                    u["concept"].to_numpy(), note=note)
     return out
 
 
-def _verdict(model: str, rows: list[dict], table: pd.DataFrame, identical: list[float]) -> dict:
-    """One row per model: did the injection measurably do anything?"""
-    mine = [r for r in rows if r["model_id"] == model]
-    sig = [r for r in mine if r["metric"] == "net" and r["p_holm"] < EFFECT_P]
-    shift = [r for r in mine if r["metric"] in ("p_yes_shift", "p_yes_shift:bias")
-             and abs(r["value"]) >= EFFECT_PYES and (r["lo"] > 0 or r["hi"] < 0)]
-    t = table[table["model_id"] == model] if not table.empty else table
-    n_steer = int(t["steers"].fillna(False).astype(bool).sum()) if not t.empty else 0
+def _find(rows: list[dict], metric: str, ref: dict) -> dict | None:
+    return next((r for r in rows if r["metric"] == metric and r["model_id"] == ref["model_id"]
+                 and r["variant"] == ref["variant"] and all(r[k] == ref[k] for k in CELL)), None)
+
+
+def power(rows: list[dict], model: str, task: str, metric: str) -> tuple[float, str, int]:
+    """(MDE, power line, family size) of a model's headline ``metric`` rows: the smallest
+    difference detectable at 80% power after Holm over its family, from the concepts, answers
+    per concept and between-concept SD those rows show (the SD floored at the binomial SD of a
+    10% rate, so a run whose answers all agree does not promise a tiny MDE)."""
+    mine = [r for r in rows if r["model_id"] == model and r["task"] == task and r["metric"] == metric
+            and r.get("_est") is not None and not math.isnan(r.get("p", math.nan))]
+    if not mine:
+        return math.nan, "no paired test in these records", 0
+    g = max(int(r["n_clusters"] or 0) for r in mine)
+    m = float(np.median([r["n"] / max(int(r["n_clusters"] or 1), 1) for r in mine]))
+    sds = [r["_est"].sd for r in mine if not math.isnan(r["_est"].sd)]
+    sd = max(float(np.median(sds)) if sds else 0.0, math.sqrt(2 * 0.09 / max(m, 1.0)))
+    tests = max(int(r.get("holm_m", 1)) for r in mine)
+    mde, line = C.power_line(g, m, sd, tests)
+    return mde, line, tests
+
+
+def _verdict(model: str, rows: list[dict], identical: list[float]) -> list[dict]:
+    """Task A's verdict for one model (see the module docstring) and its power line."""
+    nets = [r for r in rows if r["metric"] == "net" and r["model_id"] == model and r["task"] == "A"]
+    detected = []
+    for r in nets:
+        lo_h, _ = holm_interval(r, EFFECT_P)
+        if not (r["p_holm"] < EFFECT_P and lo_h > 0):
+            continue
+        gates = [_find(rows, f"net_vs_{a}", r) for a in ABLATIONS] + [_find(rows, "net:coherent", r)]
+        if all(g is not None and g["lo"] > 0 for g in gates) and cell_steers(rows, model, r):
+            detected.append(f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}")
+    steered = {(r["layer_idx"], r["alpha"], r["alpha_units"]) for r in rows
+               if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and r["lo"] > 0}
     same = float(np.mean(identical)) if identical else math.nan
-    answers = bool(sig or shift)
-    keys = {"model_id": model, "task": "A", "variant": "all"}
-    evidence = (f"{len(sig)} cells with Holm p < {EFFECT_P} for Net, {len(shift)} with a "
-                f"|P(yes) shift| ≥ {EFFECT_PYES}; {same:.0%} of injected answers equal their "
-                "matched control")
-    if n_steer or answers:
-        v, note = 0.0, (f"injection has a measurable effect: {n_steer} of {len(t)} (concept, "
-                        f"layer, α) steer ({RULE}); {evidence}")
-    elif not t.empty or same >= IDENTICAL:
-        checked = (f"no (concept, layer, α) of {len(t)} steers ({RULE})" if not t.empty
-                   else "no steering check, answers identical to controls")
-        v, note = 1.0, (f"injection had no measurable effect: {checked}; {evidence}. A null here "
-                        "says nothing about introspection: the vector did not reach the output.")
+    mde, line, tests = power(rows, model, "A", "net")
+    evidence = (f"{len(nets)} Net cells, Holm over {tests} tests (every framing, cell and headline "
+                f"metric); {len(steered)} cells steer ({RULE}); {same:.0%} of injected answers equal "
+                "their matched control")
+    if detected:
+        v, note = 1.0, (f"detected at {', '.join(detected)}: Net's Holm-level interval above 0, above "
+                        f"every ablation and among coherent answers, in a cell that steers; {evidence}")
+    elif same >= IDENTICAL and not steered:
+        v, note = -1.0, (f"no measurable effect: {evidence}. A null here says nothing about introspection: "
+                         "the vector did not reach the output (use a larger α, another layer or model)")
     else:
-        v, note = math.nan, ("no steering check in these records: cannot tell a null from an "
-                             f"injection that did nothing; {evidence}")
-    return row(keys, "no_measurable_effect", (v, math.nan, math.nan), len(t), "", note=note,
-               n_clusters=int(t["word"].nunique()) if not t.empty else None)
+        v, note = 0.0, f"inconclusive (no detection claim survives): {evidence}; {line}"
+    keys = {"model_id": model, "task": "A", "variant": "all"}
+    g = max([int(r["n_clusters"] or 0) for r in nets], default=0)
+    return [row(keys, "verdict", (v, math.nan, math.nan), len(identical), VERDICTS[v], note=note,
+                n_clusters=g),
+            row(keys, "power:net", (mde, math.nan, math.nan), len(identical), "injected-control",
+                note=line, n_clusters=g, p_min=C.smallest_p(g) if g else math.nan)]
 
 
 def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Task A: detection vs matched controls, identification, ablations, coherence, steering,
-    introspection score, split-half best cell, Holm p-values, and the no-effect verdict."""
+    """Task A: detection vs matched controls, identification, paired ablations, coherence,
+    steering, introspection score, split-half best cell, Holm, the verdict and its power line."""
+    df = with_match_keys(df.drop(columns=[c for c in HEAVY if c in df.columns]))  # narrow: every subset copies
     table = steering_table(df)
     lookup = steers_lookup(table)
     out = summarize_steering(df, table)
     steer_rows = list(out)
-    bias = df[df["variant"] == "bias"]
-    out += _bias_rows(bias)
-    _, _, bias_pairs = _bias_pairs(bias)
+    bp = _bias_frames(df)
+    out += _bias_rows(bp)
     identical: dict[str, list[float]] = {}
-    det = df[~df["variant"].isin(NOT_DETECTION)]
+    det = df[~df["variant"].isin(NOT_DETECTION) & ~df["condition"].isin(("bias", "bias_control"))]
     for vkeys, vdf in groups(det, ["model_id", "task", "variant"]):
         ctl = vdf[vdf["condition"] == "control"]
-        matched = not pair(vdf[vdf["condition"] == "injected"], ctl).empty
+        matched = bool(concepts(ctl).all()) and not pair(vdf[vdf["condition"] == "injected"], ctl).empty
         cells = []
-        for ckeys, cdf in _cells(vdf):
+        for ckeys, cdf in groups(vdf[~vdf["condition"].isin(NOT_CELL)], CELL):
             keys = {**vkeys, **ckeys}
             inj = cdf[cdf["condition"] == "injected"]
-            if matched:
-                p = pair(inj, ctl)
-                out += _detection_rows(keys, inj, p) if not p.empty else []
-                out += _score_rows(keys, p, bias_pairs[bias_pairs["model_id"] == keys["model_id"]]
-                                   if not bias_pairs.empty else bias_pairs)
-                cells.append((keys, inj, p))
+            p = pair(inj, ctl) if matched else pd.DataFrame()
+            if not p.empty:
+                out += _detection_rows(keys, inj, p)
+                out += _score_rows(keys, p, bp[bp["model_id"] == keys["model_id"]] if not bp.empty else bp)
+                cells.append((keys, p))
                 identical.setdefault(keys["model_id"], []).extend(
-                    float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c"))
-                    if a or b)
-            else:
-                p = pd.DataFrame()
+                    float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c")) if a or b)
+            elif not inj.empty:
                 out += _legacy_rows(keys, inj, cdf, vdf)
-            out += _identification_rows(keys, inj) + _alpha_rows(keys, inj)
-            for cond in ABLATIONS:
-                sub = cdf[cdf["condition"] == cond]
-                out += rate_row(keys, f"{cond}_detection", flag(col(sub, "grade.detected")), cond,
-                                concepts(sub))
-                out += mean_row(keys, f"p_yes_mean:{cond}", num(col(sub, "p_yes")), cond,
-                                concepts(sub))
+            out += _identification_rows(keys, inj, cdf) + _alpha_rows(keys, inj)
+            out += _ablation_rows(keys, inj, cdf)
             out += _steer_rows(keys, inj, p, lookup, steer_rows)
-        out += split_half([(k, p) for k, _, p in cells if not p.empty], _net_score, _held_out)
-    add_holm(out, {"net", "net:coherent", "net:steering", "identification_minus_mismatch"})
+        out += split_half(cells, _net_score, _held_out)
+    add_holm(out, HEADLINE)
     for model in sorted(set(df["model_id"].dropna())):
         if not df[(df["model_id"] == model) & df["condition"].isin(("injected", "steer"))].empty:
-            out.append(_verdict(model, out, table, identical.get(model, [])))
+            out += _verdict(model, out, identical.get(model, []))
     return out

@@ -1,13 +1,16 @@
-"""The steering check's metrics: does the injected vector move the model at all?
+"""The steering check's metrics: does the injected vector move the model towards its concept?
 
-Why it exists: a null detection rate means nothing if the injection did nothing (on Gemma 3
-270M at the quick preset, injected and control answers were word-for-word identical). Per
-(concept, layer, α) the task-A variant ``steer`` injects the concept into a neutral prompt and
-compares with the same prompt un-injected (``steer_control``, same sample streams): the rise in
-the log-probability mass of the concept's word forms at the first generated step, in nats, and
-how often a short free continuation mentions the word. The rule, stated in every row's note:
-a (concept, layer, α) *steers* when its lp rise is at least ``STEER_NATS`` = 1 nat (the word
-became e ≈ 2.7 times likelier). Per cell: the share of concepts that steer.
+Why it exists: a null detection rate means nothing if the injection did nothing. Per (concept,
+layer, α) the task-A variant ``steer`` injects the concept into a neutral prompt, from a mark in
+the user turn through the answer (the detection trials' rule; never position 0), beside a
+Gaussian direction of the same norm (``steer_random``, a fresh direction per sample) and no
+injection (``steer_control``), all from the same sample streams. The score is the log-probability
+mass of the concept's word forms at the first generated step. Any push raises rare tokens a
+little, so the comparison that counts is against the random direction: per concept, the rise
+over random (mean over samples); per cell, its mean over concepts with a Student-t interval and
+a sign-flip p. A cell *steers* when that interval lies above 0 (``RULE``). A concept's word
+gaining ≥ ``STEER_NATS`` over random is the descriptive per-concept flag (``steer_share``).
+Mentions of the word in the continuation are reported beside (injected vs random vs control).
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect.stats import wilson
+from introspect import clustered as C
 from introspect.tasks.tidy import (
     CELL,
     col,
+    est_row,
     flag,
     groups,
-    mean_row,
     num,
     pair,
     paired_row,
@@ -32,87 +35,117 @@ from introspect.tasks.tidy import (
 )
 
 STEER_NATS = 1.0
-RULE = (f"steers = lp rise ≥ {STEER_NATS:g} nat: log-prob of the concept's word forms at the "
-        "first generated step on a neutral prompt, injected minus not injected")
-TABLE_COLUMNS = ["model_id", "word", *CELL, "lp_steer", "lp_control", "lp_rise",
-                 "mention_steer", "mention_control", "n", "steers"]
+RULE = ("a cell steers when the concept's word forms gain more log-prob at the first answer step "
+        "than under a random direction of the same norm (mean over concepts, 95% interval above 0)")
+TABLE_COLUMNS = ["model_id", "word", *CELL, "lp_steer", "lp_random", "lp_control", "lp_rise",
+                 "lp_rise_vs_random", "mention_steer", "mention_random", "mention_control", "n",
+                 "steers"]
 
 
-def steering_pairs(df: pd.DataFrame) -> pd.DataFrame:
-    """Steer records joined to their un-injected control (same word, prompt and sample)."""
-    st = df[df["condition"] == "steer"]
-    ctl = df[df["condition"] == "steer_control"]
-    return pair(st, ctl)
+def steering_pairs(df: pd.DataFrame, treated: str = "steer") -> pd.DataFrame:
+    """``treated`` records (steer or steer_random) joined to their un-injected control (same
+    word, prompt and sample)."""
+    return pair(df[df["condition"] == treated], df[df["condition"] == "steer_control"])
+
+
+def _narrow(p: pd.DataFrame, tag: str) -> pd.DataFrame:
+    """(model, word, cell, sample, lp, mention) of paired steering records: the paired frames are
+    hundreds of columns wide."""
+    if p.empty:
+        return pd.DataFrame(columns=["model_id", "word", *CELL, "sample", f"lp_{tag}", f"m_{tag}",
+                                     "lp_control", "m_control"])
+    return pd.DataFrame({
+        "model_id": col(p, "model_id").to_numpy(), "word": p["concept"].to_numpy(),
+        **{k: col(p, k).to_numpy() for k in CELL}, "sample": num(col(p, "sample")),
+        f"lp_{tag}": num(col(p, "grade.lp_word")), f"m_{tag}": flag(col(p, "grade.mentions"), None),
+        "lp_control": num(col(p, "grade.lp_word~c")), "m_control": flag(col(p, "grade.mentions~c"), None)})
+
+
+def _nanmean(x: pd.Series) -> float:
+    x = pd.to_numeric(x, errors="coerce")
+    return float(x.mean()) if x.notna().any() else np.nan
 
 
 def steering_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, concept, layer, α): lp rise in nats, mention rates and ``steers``."""
-    pairs = steering_pairs(df)
-    if pairs.empty:
+    """One row per (model, concept, layer, α): log-probs (injected, random, control), rises in
+    nats, mention rates, and ``steers`` (rise over random ≥ ``STEER_NATS``; None without a
+    random-direction control)."""
+    s = _narrow(steering_pairs(df, "steer"), "steer")
+    if s.empty:
         return pd.DataFrame(columns=TABLE_COLUMNS)
+    r = _narrow(steering_pairs(df, "steer_random"), "random")
     by = ["model_id", "word", *CELL]
-    pairs = pd.concat([pairs[[c for c in by if c in pairs.columns]], pd.DataFrame({  # a narrow frame: the paired records are hundreds of columns
-        "lp_s": num(col(pairs, "grade.lp_word")), "lp_c": num(col(pairs, "grade.lp_word~c")),
-        "m_s": flag(col(pairs, "grade.mentions"), None), "m_c": flag(col(pairs, "grade.mentions~c"), None)},
-        index=pairs.index)], axis=1)
     out = []
-    for keys, sub in groups(pairs, by):
-        rise = float(np.nanmean(sub["lp_s"] - sub["lp_c"])) if (
-            sub["lp_s"].notna() & sub["lp_c"].notna()).any() else np.nan
-        out.append({**keys, "lp_steer": float(np.nanmean(sub["lp_s"])) if sub["lp_s"].notna().any() else np.nan,
-                    "lp_control": float(np.nanmean(sub["lp_c"])) if sub["lp_c"].notna().any() else np.nan,
-                    "lp_rise": rise,
-                    "mention_steer": float(np.nanmean(sub["m_s"])) if sub["m_s"].notna().any() else np.nan,
-                    "mention_control": float(np.nanmean(sub["m_c"])) if sub["m_c"].notna().any() else np.nan,
-                    "n": len(sub), "steers": bool(rise >= STEER_NATS) if not np.isnan(rise) else None})
+    for keys, sub in groups(s, by):
+        rnd = r
+        for k, v in keys.items():
+            rnd = rnd[np.array([x == v for x in rnd[k]], dtype=bool)] if not rnd.empty else rnd
+        lp_s, lp_r = _nanmean(sub["lp_steer"]), _nanmean(rnd["lp_random"]) if not rnd.empty else np.nan
+        vs_random = lp_s - lp_r
+        out.append({**keys, "lp_steer": lp_s, "lp_random": lp_r, "lp_control": _nanmean(sub["lp_control"]),
+                    "lp_rise": lp_s - _nanmean(sub["lp_control"]), "lp_rise_vs_random": vs_random,
+                    "mention_steer": _nanmean(sub["m_steer"]),
+                    "mention_random": _nanmean(rnd["m_random"]) if not rnd.empty else np.nan,
+                    "mention_control": _nanmean(sub["m_control"]), "n": len(sub),
+                    "steers": None if np.isnan(vs_random) else bool(vs_random >= STEER_NATS)})
     return pd.DataFrame(out, columns=TABLE_COLUMNS)
 
 
-def steers_lookup(table: pd.DataFrame) -> dict[tuple, bool]:
-    """{(word, layer, α, units): steers} for the concepts with an lp rise."""
-    return {(r.word, r.layer_idx, float(r.alpha), r.alpha_units): bool(r.steers)
-            for r in table.itertuples() if r.steers is not None}
-
-
-def cell_share(table: pd.DataFrame, keys: dict[str, Any]) -> tuple[tuple[float, float, float], int]:
-    """Share of a cell's concepts that steer (Wilson over concepts) and how many concepts."""
+def _in_cell(table: pd.DataFrame, keys: dict[str, Any]) -> pd.DataFrame:
     m = np.ones(len(table), bool)
-    for k in CELL:
+    for k in ("model_id", *CELL):
         m &= np.array([v == keys.get(k) for v in table[k]], dtype=bool)
-    s = table[m & table["steers"].notna().to_numpy()]
-    return wilson(int(s["steers"].astype(bool).sum()), len(s)), len(s)
+    return table[m]
 
 
 def summarize_steering(df: pd.DataFrame, table: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows of variant ``steer`` per cell: share steering, mean lp rise, mentions, per concept."""
-    pairs = steering_pairs(df)
+    """Rows of variant ``steer`` per cell: the rise over the random direction and over no
+    injection (concept-level t, sign-flip p), the share of concepts whose word gains ≥ 1 nat
+    over random, mention rates and their paired difference, coherence."""
+    st = steering_pairs(df, "steer")
     out: list[dict[str, Any]] = []
-    if pairs.empty:
+    if st.empty:
         return out
-    for keys, sub in groups(pairs, ["model_id", "task", "variant", *CELL]):
-        share, n_c = cell_share(table[table["model_id"] == keys["model_id"]], keys)
-        if n_c:
-            out.append(row(keys, "steer_share", share, n_c, "steer", ci="wilson(concepts)",
-                           n_clusters=n_c, note=RULE))
+    steer, rnd = df[df["condition"] == "steer"], df[df["condition"] == "steer_random"]
+    for keys, sub in groups(st, ["model_id", "task", "variant", *CELL]):
+        t = _in_cell(table, keys)
+        vs_r = t["lp_rise_vs_random"].to_numpy(float)
+        if np.isfinite(vs_r).any():
+            out += est_row(keys, "steer_lp_rise_vs_random", C.concept_mean(vs_r, int(t["n"].sum()), test=True),
+                           "steer-steer_random", note="nats; " + RULE)
+            share = (vs_r[np.isfinite(vs_r)] >= STEER_NATS).astype(float)
+            out += est_row(keys, "steer_share", C.rate(share, None), "steer",
+                           note=f"share of concepts whose word gains ≥ {STEER_NATS:g} nat over the random direction")
+        out += est_row(keys, "steer_lp_rise", C.concept_mean(t["lp_rise"].to_numpy(float), int(t["n"].sum()),
+                                                             test=True),
+                       "steer-steer_control", note="nats over no injection")
         lab = sub["concept"].to_numpy()
-        lp_s, lp_c = num(col(sub, "grade.lp_word")), num(col(sub, "grade.lp_word~c"))
-        out += paired_row(keys, "steer_lp_rise", lp_s, lp_c, "steer-steer_control", lab,
-                          note="nats; " + RULE)
         m_s, m_c = flag(col(sub, "grade.mentions"), None), flag(col(sub, "grade.mentions~c"), None)
         out += rate_row(keys, "steer_mention:steer", m_s, "steer", lab)
         out += rate_row(keys, "steer_mention:control", m_c, "steer_control", lab)
-        out += paired_row(keys, "steer_mention_diff", m_s, m_c, "steer-steer_control", lab)
-        out += rate_row(keys, "steer_coherent:steer", flag(col(sub, "grade.coherent"), None),
-                        "steer", lab)
-        for word, w in groups(sub, ["concept"]):
-            name = word["concept"]
-            out += mean_row(keys, f"steer_lp_rise:{name}",
-                            num(col(w, "grade.lp_word")) - num(col(w, "grade.lp_word~c")),
-                            "steer-steer_control", note="nats; " + RULE)
-            hit = table[(table["word"] == name) & (table["model_id"] == keys["model_id"])]
-            for r in hit.itertuples():
-                if all(getattr(r, k) == keys[k] for k in CELL) and r.steers is not None:
-                    v = float(r.steers)
-                    out.append(row(keys, f"steers:{name}", (v, v, v), int(r.n), "steer",
-                                   note=RULE))
+        rp = pair(_in_cell(steer, keys), _in_cell(rnd, keys))
+        if not rp.empty:
+            out += rate_row(keys, "steer_mention:random", flag(col(rp, "grade.mentions~c"), None), "steer_random",
+                            rp["concept"].to_numpy())
+            out += paired_row(keys, "steer_mention_vs_random", flag(col(rp, "grade.mentions"), None),
+                              flag(col(rp, "grade.mentions~c"), None), "steer-steer_random",
+                              rp["concept"].to_numpy())
+        out += rate_row(keys, "steer_coherent:steer", flag(col(sub, "grade.coherent"), None), "steer", lab)
+        for r in t.itertuples():  # per concept (the dashboard's steering map); deterministic: no interval
+            if np.isfinite(r.lp_rise_vs_random):
+                out.append(row(keys, f"steer_lp_rise_vs_random:{r.word}", (float(r.lp_rise_vs_random),
+                               np.nan, np.nan), int(r.n), "steer-steer_random", n_clusters=1,
+                               note="nats; the concept's first-step log-prob minus its mean under its samples' random directions"))
     return out
+
+
+def cell_steers(rows: list[dict[str, Any]], model: str, cell: dict[str, Any]) -> bool:
+    """Whether a (layer, α, units) cell of a model steers (``RULE``)."""
+    return any(r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model
+               and all(r[k] == cell[k] for k in CELL) and r["lo"] > 0 for r in rows)
+
+
+def steers_lookup(table: pd.DataFrame) -> dict[tuple, bool]:
+    """{(word, layer, α, units): steers} for the concepts with a rise over random."""
+    return {(r.word, r.layer_idx, float(r.alpha), r.alpha_units): bool(r.steers)
+            for r in table.itertuples() if r.steers is not None}

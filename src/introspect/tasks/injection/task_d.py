@@ -12,6 +12,8 @@ Pairs: ``plain`` think vs don't-think, and Lindsey's incentive pair (``incentive
 "if you think about X you will be rewarded" vs "... punished"). The control band scores the
 same activations against *unrelated concept* vectors (target words not in this run), which, unlike
 the baseline words' vectors (they sum to ≈0 by construction), are real concept directions.
+Each unrelated word's cosines are recorded (``cos_ctrl_words``), so the band can be the spread
+of single unrelated concepts, not the interval of their average.
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
                 cos = torch.einsum("ltd,ld->lt", unit, v).mean(-1)
                 cos_ctrl = torch.einsum("ltd,cld->clt", unit, ctrl).mean(-1)  # c l
                 grade.update({f"cos{tag}": cos.tolist(), f"cos_ctrl{tag}": cos_ctrl.mean(0).tolist(),
-                              f"cos_ctrl_sd{tag}": cos_ctrl.std(0).tolist()})
+                              f"cos_ctrl_sd{tag}": cos_ctrl.std(0).tolist(),
+                              f"cos_ctrl_words{tag}": [[round(float(x), 6) for x in w] for w in cos_ctrl]})
             yield ctx.record(t, prompt=p.text, response=sentences[t.param("sentence")], grade=grade,
                              token_positions=span, gen={"teacher_forced": True},
                              extra={"sentence": sentences[t.param("sentence")], "n_control_words": len(controls),

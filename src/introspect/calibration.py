@@ -1,0 +1,242 @@
+"""Synthetic task-A records with a known truth, to check the report's intervals and tests.
+
+Why: an interval earns its 95% only if it covers the truth in 95% of repeated experiments, and
+only synthetic data has a known truth. ``simulate`` writes records in the public layout (the
+same fields the runner writes: one control per (concept, trial, sample) from the concept's own
+stream, injected trials and ablations on that stream, bias questions in the same framing with
+and without injection), drawn from a hierarchical model:
+
+- detection: logit P(yes-said) = a + u_c + e_t injected, b + w_c + e_t for the control, with
+  concept effects u_c, w_c ~ N(0, σ²) (heterogeneity in the controls too) and fixed trial
+  (prompt) effects e_t; the injected answer and its control share one uniform draw (the stream),
+  so they agree more often than independent answers would;
+- identification under the concept's vector vs under another concept's (``concept_random``);
+- first-token P(yes): the control's log-odds depend on the prompt only (as on a real model: no
+  injection, same prompt), the injected one adds δ_c ~ N(δ, τ²); each bias question q has its own
+  log-odds β_q, and the injection adds γ_c ~ N(γ, τ²) there (a yes-bias).
+
+``truth`` gives the population value of every headline quantity (Monte Carlo over concepts,
+conditional on the design's prompts: the report generalises over concepts, not prompts).
+``experiments.calibrate`` and ``tests/test_calibration.py`` run many experiments through
+``report.load_results`` and ``report.summarize`` and count coverage and false positives.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def expit(x: Any) -> Any:
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=float)))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A hierarchical truth for synthetic task-A records (see the module docstring)."""
+
+    name: str = "positive"
+    a: float = -0.85  # detection log-odds, injected (TPR ≈ 0.32 at σ = 0.8)
+    b: float = -2.2  # detection log-odds, control (FPR ≈ 0.12)
+    sigma: float = 0.8  # concept heterogeneity of both, log-odds SD
+    ablation: float = -2.2  # detection log-odds under the Gaussian / other-concept / −v ablations
+    ident: float = -1.2  # identification log-odds under the concept's own vector
+    ident_random: float = -3.0  # ... under another concept's vector (naming the word by chance)
+    l0: float = -1.0  # control log-odds of P(yes) on the detection question
+    delta: float = 0.6  # mean Δlogit P(yes) on the detection question under injection
+    gamma: float = 0.2  # mean Δlogit P(yes) on the bias questions under injection (yes-bias)
+    tau: float = 0.5  # concept heterogeneity of δ and γ
+    noise: float = 0.2  # trial- and question-level noise of the injected log-odds
+
+    def null(self) -> Scenario:
+        """The same world with no effect: injected = control everywhere, a pure yes-bias on both
+        questions alike (δ = γ), identification at its by-chance rate."""
+        return replace(self, name="null", a=self.b, ablation=self.b, ident=self.ident_random,
+                       delta=self.gamma)
+
+
+def _trial_effect(t: int, n_trials: int) -> float:
+    return 0.3 * (t - (n_trials - 1) / 2)  # fixed prompts: part of the design, not random
+
+
+def _bias_logits(n_bias: int) -> np.ndarray:
+    return np.linspace(-4.0, -2.0, n_bias)  # questions whose answer is "no"
+
+
+@lru_cache(maxsize=64)
+def _truth(s: Scenario, n_trials: int, n_bias: int, draws: int = 400_000) -> dict[str, float]:
+    rng = np.random.default_rng(12345)
+    e = np.array([_trial_effect(t, n_trials) for t in range(n_trials)])
+    u, w = rng.normal(0, s.sigma, (2, draws, 1))
+    v, vr = rng.normal(0, s.sigma, (2, draws))
+    d = rng.normal(s.delta, s.tau, (draws, 1)) + rng.normal(0, s.noise, (draws, n_trials))
+    tpr, fpr = expit(s.a + u + e).mean(), expit(s.b + w + e).mean()
+    l_ctl = s.l0 + e
+    return {
+        "tpr": float(tpr), "fpr": float(fpr), "net": float(tpr - fpr),
+        "identification": float(expit(s.ident + v).mean()),
+        "identification_vs_random": float(expit(s.ident + v).mean() - expit(s.ident_random + vr).mean()),
+        "p_yes_shift": float((expit(l_ctl + d) - expit(l_ctl)).mean()),
+        "introspection_score": float(s.delta - s.gamma),
+    }
+
+
+def truth(s: Scenario, n_trials: int = 1, n_bias: int = 5) -> dict[str, float]:
+    """Population values of the headline quantities (see the module docstring)."""
+    return dict(_truth(s, n_trials, n_bias))
+
+
+def simulate(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, seed: int,
+             model_id: str = "synthetic", n_bias: int = 5, cell: tuple[int, float] = (8, 4.0),
+             variant: str = "paper") -> list[dict[str, Any]]:
+    """One synthetic experiment's trial records (task A, one framing and cell), as dicts."""
+    rng = np.random.default_rng(seed)
+    layer, alpha = cell
+    recs: list[dict[str, Any]] = []
+
+    def rec(condition: str, word: str, t: int, k: int, injected: bool, detected: bool, p_yes: float,
+            identified: bool = False, **kw: Any) -> dict[str, Any]:
+        base = dict(seed=0, model_id=model_id, task="A", condition=condition,
+                    layer_idx=layer if injected else None, alpha=alpha if injected else 0.0,
+                    alpha_units="raw", word=word, injected=injected, variant=variant,
+                    trial_index=t, sample=k, response=f"{condition}:{word}:{t}:{k}:{int(detected)}",
+                    p_yes=float(p_yes), p_no=float(1 - p_yes), type="trial",
+                    trial_id=f"{model_id}:{condition}:{word}:{t}:{k}:{kw.get('extra', {}).get('question', '')}",
+                    grade={"detected": bool(detected), "identified": bool(identified),
+                           "coherent": True, **kw.pop("grade", {})},
+                    extra=kw.pop("extra", {}))
+        base.update(kw)
+        return base
+
+    bias_l = _bias_logits(n_bias)
+    for c in range(n_concepts):
+        word = f"concept{c:03d}"
+        u, w, v, vr = rng.normal(0, s.sigma, 4)
+        delta_c, gamma_c = rng.normal(s.delta, s.tau), rng.normal(s.gamma, s.tau)
+        for t in range(n_trials):
+            e = _trial_effect(t, n_trials)
+            l_ctl = s.l0 + e
+            l_inj = l_ctl + delta_c + rng.normal(0, s.noise)
+            py_c, py_i = float(expit(l_ctl)), float(expit(l_inj))
+            p_i, p_c, p_abl = expit(s.a + u + e), expit(s.b + w + e), expit(s.ablation + w + e)
+            for k in range(n_samples):
+                stream = rng.random()  # the answer's RNG stream: shared by the concept's conditions
+                id_draw = rng.random()
+                recs.append(rec("control", word, t, k, False, stream < p_c, py_c))
+                recs.append(rec("injected", word, t, k, True, stream < p_i, py_i,
+                                id_draw < expit(s.ident + v)))
+                for abl in ("random", "concept_random", "negative"):
+                    named = id_draw < expit(s.ident_random + vr) if abl == "concept_random" else False
+                    recs.append(rec(abl, word, t, k, True, stream < p_abl, py_c, named))
+        for q in range(n_bias):
+            question = f"bias question {q}"
+            lb = bias_l[q] + _trial_effect(0, n_trials)
+            for injected in (False, True):
+                lq = lb + (gamma_c + rng.normal(0, s.noise) if injected else 0.0)
+                py = float(expit(lq))
+                recs.append(rec("bias" if injected else "bias_control", word, 0, 0, injected,
+                                False, py, extra={"question": question},
+                                grade={"said_yes": False}))
+    return recs
+
+
+def write(records: list[dict[str, Any]], path: Path) -> Path:
+    """Append records to a JSONL file (a header line first, as a run writes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"type": "header", "run_id": "synthetic", "model_id": records[0]["model_id"],
+                             "fingerprint": "synthetic", "seed": 0}) + "\n")
+        for r in records:
+            fh.write(json.dumps(r) + "\n")
+    return path
+
+
+def scenario_dict(s: Scenario) -> dict[str, Any]:
+    return {k: (round(v, 4) if isinstance(v, float) and not math.isnan(v) else v)
+            for k, v in asdict(s).items()}
+
+
+# ---------------------------------------------------------------- coverage through the report
+
+METRICS = ("tpr", "fpr", "net", "identification", "identification_vs_random", "p_yes_shift",
+           "introspection_score")
+
+
+def _percentile_widths(df: Any) -> dict[str, list[float]]:
+    """Widths of the percentile cluster bootstrap the report used before (for comparison)."""
+    from introspect.stats import cluster_mean
+    from introspect.tasks.tidy import col, flag, pair
+
+    out: dict[str, list[float]] = {"tpr": [], "fpr": [], "net": []}
+    for _, sub in df.groupby("model_id"):
+        inj, ctl = sub[sub["condition"] == "injected"], sub[sub["condition"] == "control"]
+        p = pair(inj, ctl)
+        lab = p["concept"].to_numpy()
+        det, det_c = flag(col(p, "grade.detected")), flag(col(p, "grade.detected~c"))
+        for name, x in (("tpr", det), ("fpr", det_c), ("net", det - det_c)):
+            _, lo, hi = cluster_mean(x, lab, n_boot=500)
+            out[name].append(hi - lo)
+    return out
+
+
+def coverage(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, runs: int,
+             seed: int = 0, batch: int = 50, workdir: Path | None = None,
+             compare_bootstrap: bool = False) -> dict[str, Any]:
+    """Run ``runs`` synthetic experiments through ``load_results`` and ``summarize`` and count,
+    per headline metric, how often its printed interval covers the truth (and its mean width);
+    for the whole report, how often any headline test is called significant after Holm and how
+    often the verdict says "detected"."""
+    import tempfile
+
+    from introspect.report import load_results, summarize
+
+    tr = truth(s, n_trials)
+    hits = {m: [] for m in METRICS}
+    widths = {m: [] for m in METRICS}
+    printed = {m: 0 for m in METRICS}
+    any_sig, detected = [], []
+    boot: dict[str, list[float]] = {"tpr": [], "fpr": [], "net": []}
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        for lo in range(0, runs, batch):
+            d = Path(tmp) / f"b{lo}"
+            recs = []
+            for r in range(lo, min(runs, lo + batch)):
+                recs += simulate(s, n_concepts, n_trials, n_samples, seed=seed * 1_000_003 + r,
+                                 model_id=f"run{r:05d}")
+            write(recs, d / "A.jsonl")
+            df = load_results(d)
+            tab = summarize(df)
+            if compare_bootstrap:
+                for k, v in _percentile_widths(df).items():
+                    boot[k] += v
+            for _, t in tab.groupby("model_id"):
+                by = {m: t[(t["metric"] == m) & (t["variant"] == "paper")] for m in METRICS}
+                for m, rows in by.items():
+                    if rows.empty:
+                        continue
+                    r = rows.iloc[0]
+                    if np.isnan(r["lo"]):
+                        continue
+                    printed[m] += 1
+                    hits[m].append(bool(r["lo"] <= tr[m] <= r["hi"]))
+                    widths[m].append(float(r["hi"] - r["lo"]))
+                head = t[t["metric"].isin(("net", "identification_vs_random", "introspection_score"))]
+                any_sig.append(bool((head["p_holm"] < 0.05).any()))
+                v = t[t["metric"] == "verdict"]
+                detected.append(bool(len(v) and v.iloc[0]["value"] == 1.0))
+    out: dict[str, Any] = {"scenario": s.name, "concepts": n_concepts, "trials": n_trials,
+                           "samples": n_samples, "runs": runs, "truth": tr}
+    for m in METRICS:
+        out[m] = {"coverage": float(np.mean(hits[m])) if hits[m] else math.nan,
+                  "printed": printed[m], "mean_width": float(np.mean(widths[m])) if widths[m] else math.nan}
+        if compare_bootstrap and m in boot and boot[m]:
+            out[m]["percentile_bootstrap_width"] = float(np.mean(boot[m]))
+    out["any_headline_significant"] = float(np.mean(any_sig))
+    out["verdict_detected"] = float(np.mean(detected))
+    return out
