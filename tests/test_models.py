@@ -181,6 +181,7 @@ def test_local_gguf_loads_like_its_source_and_is_cached(tiny_gguf, tiny_model, c
     sha = gguf_files.file_sha256(tiny_gguf)
     info = m.introspect_info
     assert info.fingerprint == f"gguf:{sha[:16]}" and info.family == "llama"
+    assert info.name == "tiny-llama" and json.loads(info.notes[-1][len(M.CARD_NOTE):])["model"] == "tiny-llama"
     assert info.quantization == "F32 GGUF, dequantized to fp32"
     assert "quantization at rest: F32 GGUF, dequantized to fp32" in info.notes
     out = cache / "models" / f"gguf-{sha[:16]}"
@@ -192,6 +193,7 @@ def test_local_gguf_loads_like_its_source_and_is_cached(tiny_gguf, tiny_model, c
     copy.write_bytes(tiny_gguf.read_bytes())
     again = load_model(str(copy))
     assert again.introspect_info.fingerprint == info.fingerprint
+    assert again.introspect_info.name == "renamed"  # named by its own file, never a path
     assert [p.name for p in (cache / "models").glob("gguf-*")] == [out.name]
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp
     digests = json.loads((cache / "gguf-digests.json").read_text())

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import yaml
 
-from introspect import attention, gguf_files
+from introspect import attention, devices, gguf_files, hub
 from introspect.gguf_files import ModelError
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -230,17 +230,16 @@ def _converted_meta(path: str) -> dict[str, Any]:
     return json.loads(meta.read_text()) if meta.exists() else {}
 
 
-def _fingerprint(path_or_id: str, hf_model: Any) -> str:
-    meta = _converted_meta(path_or_id)
+def _fingerprint(path: str) -> str:
+    """A converted GGUF's recorded digest, a hub snapshot's repo and commit, or the sha256 of a
+    folder's files (each file hashed once, then remembered): never the parameters after a load."""
+    meta = _converted_meta(path)
     if meta:
         return meta["fingerprint"]
-    commit = getattr(hf_model.config, "_commit_hash", None)
-    if commit and not Path(path_or_id).is_dir():
-        return f"hub:{path_or_id}@{commit}"
-    n_params = sum(p.numel() for p in hf_model.parameters())
-    if n_params <= 2_000_000_000:
-        return weights_fingerprint(hf_model)
-    return f"path:{Path(path_or_id).resolve()}"  # too large to hash quickly; path is the id
+    origin = hub.hub_origin(Path(path))
+    if origin:
+        return f"hub:{origin[0]}@{origin[1]}"
+    return hub.folder_fingerprint(Path(path), cache_root() / "file-digests.json")
 
 
 def _is_gguf_path(name_or_path: str) -> bool:
@@ -284,8 +283,10 @@ def load_model(
     """Load a model as a TransformerLens ``TransformerBridge`` in eval mode.
 
     ``name_or_path``: a registry name, a hub id, a local HF directory or a local ``.gguf`` file
-    (dequantized once into the cache, keyed by the file's sha256). ``device_map="auto"`` spreads
-    a large model over the available GPUs (through accelerate) before the bridge wraps it. The
+    (dequantized once into the cache, keyed by the file's sha256); a hub id is fetched as a snapshot
+    first (``introspect.hub``). Weights load straight onto ``device`` (default: the GPU if there is
+    one); a model too large for one GPU is spread over all of them, as ``device_map="auto"`` does
+    when given (``introspect.devices.place``). The
     returned bridge carries ``introspect_info`` (name, fingerprint, notes, model card) and its
     tokenizer at ``.tokenizer``. ``attn_implementation``: ``"auto"`` (sdpa unless the model needs
     eager), ``"sdpa"`` or ``"eager"``; attention-pattern hooks fire under any of them
@@ -298,22 +299,26 @@ def load_model(
     hf_logging.disable_progress_bar()  # a script's own progress bar is the one worth reading
     attention.check_choice(attn_implementation)
     path, entry = resolve(name_or_path)
+    if not Path(path).is_dir():  # a hub id: its snapshot folder (downloaded once, named by its commit)
+        path = str(hub.snapshot(path))
+    fingerprint = _fingerprint(path)
     device = device or ("cpu" if device_map is None and not torch.cuda.is_available() else None)
     torch_dtype = resolve_dtype(dtype or (entry.dtype if entry else None), device or "cuda")
+    where = devices.place(hub.weights_bytes(Path(path), torch_dtype.itemsize), device, device_map)
     kwargs: dict[str, Any] = {"dtype": torch_dtype, "attn_implementation": "eager"}
-    if device_map is not None:
-        kwargs["device_map"] = device_map
+    if where.device_map is not None:  # weights load straight onto their device(s)
+        kwargs["device_map"] = where.device_map
+    if where.max_memory:
+        kwargs["max_memory"] = where.max_memory
     try:
         tok = AutoTokenizer.from_pretrained(path)
         hf = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except OSError as e:
-        raise ModelError(f"cannot load {name_or_path!r}: {str(e).splitlines()[0]}") from e
+        hint = " (a gated repository: set HF_TOKEN)" if "gated" in str(e).lower() else ""
+        raise ModelError(f"cannot load {name_or_path!r}: {str(e).splitlines()[0]}{hint}") from e
     if not getattr(hf.config, "architectures", None):
         hf.config.architectures = [type(hf).__name__]
-    if device_map is None:
-        hf.to(device or default_device())
     hf.eval()
-    fingerprint = _fingerprint(path, hf)
     # The bridge wraps this HF model in place; the user's TL model is what we return.
     bridge = TransformerBridge.boot_transformers(path, hf_model=hf, tokenizer=tok, dtype=torch_dtype)
     bridge.eval()
@@ -323,7 +328,7 @@ def load_model(
     meta = _converted_meta(path)
     quant = (entry.quantization if entry else "") or meta.get("quantization", "")
     info = ModelInfo(
-        name=entry.name if entry else name_or_path, fingerprint=fingerprint,
+        name=entry.name if entry else hub.display_name(name_or_path), fingerprint=fingerprint,
         family=entry.family if entry else getattr(hf.config, "model_type", "unknown"),
         quantization=quant, n_params=sum(p.numel() for p in hf.parameters()),
         n_layers=int(bridge.cfg.n_layers), d_model=int(bridge.cfg.d_model),
