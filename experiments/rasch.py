@@ -1,12 +1,17 @@
-"""Rasch abilities of every model found in one or more results folders, their correlation with
-the self-knowledge scores, and self-vs-other prediction (002 §4.4, App. A; issue 10).
+"""Rasch abilities of every model found in one or more results folders, from an independent item
+set, their correlation with the self-knowledge scores, and self-vs-other prediction (002 §4.4,
+App. A).
 
+    python -m experiments.run --task ability --model M --option ability_items=../shared/data/evals_sandbagging_mmlu200.jsonl
     python -m experiments.rasch results/ [results_qwen/ ...] [--level question|benchmark] [--out DIR]
 
-Questions come from the self-knowledge records (Delegate Game baselines, seb-difficulty
-answers, recovery clean runs); models must share questions (same seed and question settings).
-A missing folder, one without any ``*.jsonl`` file, or records that cannot support a fit is one
-``error:`` line and exit 2, and nothing is written.
+Abilities come only from the ``ability`` task's records (a multiple-choice file no
+self-knowledge task used; an item that a self-knowledge task also used is dropped and counted).
+Conditional ML (the primary fit: consistent with few models) and 002's joint ML (biased outward
+with few models; its rows say so) are both printed. Below ``MIN_MODELS`` models a warning says
+that no ability–score correlation can be significant. A missing folder, one without any
+``*.jsonl`` file, or records that cannot support a fit is one ``error:`` line and exit 2, and
+nothing is written.
 """
 
 from __future__ import annotations
@@ -18,8 +23,16 @@ from pathlib import Path
 import pandas as pd
 
 from introspect.report.load import jsonl_files, load_results
-from introspect.report.rasch import RaschError, benchmark_items, correlations, fit_rasch, sk_scores
-from introspect.tasks.selfknowledge.crossmodel import answered_items, self_vs_other
+from introspect.report.rasch import (
+    MIN_MODELS,
+    RaschError,
+    benchmark_items,
+    correlations,
+    fit_rasch,
+    fit_rasch_cml,
+    sk_scores,
+)
+from introspect.tasks.selfknowledge.crossmodel import ability_items, self_vs_other, truth_item_ids
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("dirs", type=Path, nargs="+", metavar="RESULTS_DIR",
                     help="results folders (searched recursively for *.jsonl), any number of models")
     ap.add_argument("--level", choices=("question", "benchmark"), default="question",
-                    help="Rasch items: single questions (default) or whole question sets as in 002")
+                    help="Rasch items: single questions (default; conditional and joint ML) or "
+                    "topics as in 002's benchmark-level table (joint ML on topic accuracies)")
     ap.add_argument("--out", type=Path, help="also write rasch_abilities.csv, rasch_items.csv, "
                     "rasch_correlations.csv and self_vs_other.csv into this folder")
     args = ap.parse_args(argv)
@@ -51,22 +65,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         return _fail(f"--out {args.out} is a file; expected a folder")
     df = pd.concat([load_results(d) for d in args.dirs], ignore_index=True)
-    items = answered_items(df)
+    items = ability_items(df)
     if items.empty:
-        return _fail("no answered questions in these records; run delegate, seb-difficulty or "
-                     "recovery on each model first")
-    if args.level == "benchmark":
-        items = benchmark_items(items)
+        return _fail("no ability records in these folders; run --task ability --option "
+                     "ability_items=<a multiple-choice file no self-knowledge task uses> on each model first")
+    shared = set(items["item"]) & truth_item_ids(df)
+    items = items[~items["item"].isin(shared)]
+    notes = [f"{len(shared)} ability items were also self-knowledge items and were dropped"] if shared else []
     try:
-        abilities, difficulties = fit_rasch(items)
+        if args.level == "benchmark":
+            abilities, difficulties = fit_rasch(benchmark_items(items.assign(item=items["topic"] + ":" + items["item"])))
+        else:
+            jml, difficulties = fit_rasch(items)
+            abilities = pd.concat([fit_rasch_cml(items), jml], ignore_index=True)
     except RaschError as e:
         return _fail(str(e))
-    corr = correlations(abilities, sk_scores(df))
+    n_models = int(abilities["ability"].notna().sum() / abilities["fit"].nunique())
+    if n_models < MIN_MODELS:
+        notes.append(f"only {n_models} models: below {MIN_MODELS} no ability-score correlation can reach "
+                     "p < 0.05, even by exact permutation; read the correlations as descriptive")
+    primary = abilities[abilities["fit"] == abilities["fit"].iloc[0]]
+    corr = correlations(primary, sk_scores(df))
     svo = self_vs_other(df)
-    with pd.option_context("display.width", 160, "display.max_rows", 200):
-        print(f"Rasch abilities ({args.level} items, joint ML; ±1.96 SE):")
+    with pd.option_context("display.width", 200, "display.max_rows", 200, "display.max_colwidth", 60):
+        print(f"Rasch abilities ({args.level} items from the ability task; ±1.96 SE, centred):")
         print(abilities.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        print("\nCorrelation of ability with self-knowledge scores (across models):")
+        for n in notes:
+            print(f"warning: {n}")
+        print(f"\nCorrelation of ability ({primary['fit'].iloc[0]}) with self-knowledge scores (across models):")
         print(corr.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         if not svo.empty:
             print("\nSelf vs other: AUROC of the predictor's predictions on the behaving model's items:")
@@ -75,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         abilities.to_csv(args.out / "rasch_abilities.csv", index=False)
         difficulties.to_csv(args.out / "rasch_items.csv", index=False)
-        corr.to_csv(args.out / "rasch_correlations.csv", index=False)
+        corr.assign(warning="; ".join(notes)).to_csv(args.out / "rasch_correlations.csv", index=False)
         svo.to_csv(args.out / "self_vs_other.csv", index=False)
         print(f"\nwrote {args.out}/rasch_abilities.csv, rasch_items.csv, rasch_correlations.csv, "
               "self_vs_other.csv")

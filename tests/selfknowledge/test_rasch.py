@@ -19,9 +19,11 @@ from introspect.report.rasch import (
     benchmark_items,
     correlations,
     fit_rasch,
+    fit_rasch_cml,
     informative,
+    sk_scores,
 )
-from introspect.tasks.selfknowledge.crossmodel import answered_items, self_vs_other
+from introspect.tasks.selfknowledge.crossmodel import ability_items, self_vs_other, truth_item_ids
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments import rasch as cli  # noqa: E402
@@ -32,12 +34,46 @@ def _sig(x):
 
 
 def test_exact_probabilities_recover_abilities():
-    theta, delta = {"m1": 0.5, "m2": -0.5}, {"q1": 1.0, "q2": -1.0}  # Σδ = 0: the scale's origin
+    theta, delta = {"m1": 0.5, "m2": -0.5}, {"q1": 1.0, "q2": -1.0}
     items = pd.DataFrame([{"model_id": m, "item": q, "y": float(_sig(t - d))}
                           for m, t in theta.items() for q, d in delta.items()])
     ab, it = fit_rasch(items)
     assert ab.set_index("model_id")["ability"].to_dict() == pytest.approx(theta, abs=1e-5)
     assert it.set_index("item")["difficulty"].to_dict() == pytest.approx(delta, abs=1e-5)
+
+
+def _simulate(theta: dict[str, float], n_items: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    deltas = rng.normal(0, 1, n_items)
+    return pd.DataFrame([{"model_id": m, "item": f"q{i}", "y": float(rng.random() < _sig(t - d))}
+                         for m, t in theta.items() for i, d in enumerate(deltas)])
+
+
+def test_conditional_ml_recovers_the_true_abilities():
+    truth = {"a": -1.5, "b": -0.6, "c": 0.0, "d": 0.4, "e": 0.7, "f": 1.0}
+    mean = np.mean(list(truth.values()))
+    ab = fit_rasch_cml(_simulate(truth, 400, 0)).set_index("model_id")
+    for m, t in truth.items():  # centred abilities against the centred truth, within 3 SE
+        assert abs(ab.loc[m, "ability"] - (t - mean)) < 3 * ab.loc[m, "se"], (m, ab.loc[m, "ability"], t - mean)
+        assert 0.05 < ab.loc[m, "se"] < 0.3
+    est = ab.loc[list(truth), "ability"].to_numpy()
+    assert np.corrcoef(est, list(truth.values()))[0, 1] > 0.98
+    assert (ab["fit"] == "cml").all() and ab["ability"].sum() == pytest.approx(0, abs=1e-9)
+
+
+def test_joint_ml_is_biased_with_two_models_and_says_so():
+    """The incidental-parameter bias: with two models every item difficulty rests on two
+    answers, and joint ML doubles the ability gap (m/(m-1) = 2); conditional ML does not."""
+    items = _simulate({"lo": -0.5, "hi": 0.5}, 3000, 1)
+    cml = fit_rasch_cml(items).set_index("model_id")["ability"]
+    jml, _ = fit_rasch(items)
+    gap_cml = cml["hi"] - cml["lo"]
+    gap_jml = jml.set_index("model_id")["ability"]["hi"] - jml.set_index("model_id")["ability"]["lo"]
+    assert gap_cml == pytest.approx(1.0, abs=0.15)
+    assert gap_jml == pytest.approx(2 * gap_cml, rel=0.05)
+    assert "2.00x" in jml["note"].iloc[0] and (jml["fit"] == "jml").all()
+    with pytest.raises(RaschError, match="0/1 outcomes"):
+        fit_rasch_cml(items.assign(y=0.5))
 
 
 def _algorithm_1(items: pd.DataFrame, iters: int = 300, lr: float = 0.5) -> dict[str, float]:
@@ -51,24 +87,15 @@ def _algorithm_1(items: pd.DataFrame, iters: int = 300, lr: float = 0.5) -> dict
         w, r = p * (1 - p), y - p
         th += lr * np.bincount(m, r) / np.bincount(m, w)
         de -= lr * np.bincount(q, r) / np.bincount(q, w)
-    return dict(zip(models, th - de.mean()))  # on our origin (Σδ = 0)
+    return dict(zip(models, th - th.mean()))  # centred, as reported
 
 
-def test_joint_ml_agrees_with_002_algorithm_and_covers_truth():
-    rng = np.random.default_rng(0)
-    truth = {"a": -1.0, "b": 0.0, "c": 1.0}
-    deltas = rng.normal(0, 1, 60)
-    rows = [{"model_id": m, "item": f"q{i}", "y": float(rng.random() < _sig(t - d))}
-            for m, t in truth.items() for i, d in enumerate(deltas)]
-    items = pd.DataFrame(rows)
-    ab, _ = fit_rasch(items)
-    got = ab.set_index("model_id")
+def test_joint_ml_agrees_with_002_algorithm():
+    items = _simulate({"a": -1.0, "b": 0.0, "c": 1.0}, 60, 0)
+    got = fit_rasch(items)[0].set_index("model_id")
     ref = _algorithm_1(informative(items))
-    for m in truth:
+    for m in ref:
         assert got.loc[m, "ability"] == pytest.approx(ref[m], abs=2e-3)
-        assert got.loc[m, "se"] > 0
-    assert got.loc["a", "ability"] < got.loc["b", "ability"] < got.loc["c", "ability"]
-    assert got.loc["a", "hi"] < got.loc["c", "lo"]
 
 
 def test_uninformative_items_and_single_models_are_refused():
@@ -119,17 +146,30 @@ def _delegate_records(model: str, skill: float, seed: int, n: int = 40) -> list[
     return out
 
 
-def _write(root, model: str, recs: list[Record]) -> None:
-    w = JsonlWriter(root / model / "delegate.jsonl")
+def _write(root, model: str, recs: list[Record], task: str = "delegate") -> None:
+    w = JsonlWriter(root / model / f"{task}.jsonl")
     w.write(make_header(run_id="r", model_id=model, fingerprint="f" * 16, seed=0, config={}))
     for r in recs:
         w.write(r)
 
 
+def _ability_records(model: str, skill: float, seed: int, n: int = 150) -> list[Record]:
+    rng = np.random.default_rng(seed)
+    deltas = np.random.default_rng(99).normal(0, 1, n)  # the same items for every model
+    return [Record(seed=0, model_id=model, task="ability", condition="clean", variant="mmlu",
+                   trial_index=i, trial_id=f"{model}-a{i}",
+                   grade={"qid": f"mmlu-{i}", "topic": f"t{i % 5}", "source": "mmlu",
+                          "correct": bool(rng.random() < _sig(skill - d))})
+            for i, d in enumerate(deltas)]
+
+
+def _flat(recs: list[Record]) -> pd.DataFrame:
+    return pd.DataFrame([{**r.to_dict(), **{f"grade.{k}": v for k, v in r.grade.items()}} for r in recs])
+
+
 def test_self_vs_other_separates_own_errors_from_general_difficulty():
     recs = _delegate_records("m1", 0.8, 1, 80) + _delegate_records("m2", 0.2, 2, 80)
-    df = pd.DataFrame([{**r.to_dict(), **{f"grade.{k}": v for k, v in r.grade.items()}} for r in recs])
-    svo = self_vs_other(df)
+    svo = self_vs_other(_flat(recs))
     auc = svo[svo.metric == "auroc"].set_index(["predictor", "behaviour"])["value"]
     assert auc[("m1", "m1")] > 0.7 and auc[("m2", "m2")] > 0.7
     diff = svo[svo.metric == "self_minus_other"].set_index("predictor")["value"]
@@ -137,27 +177,106 @@ def test_self_vs_other_separates_own_errors_from_general_difficulty():
     rho = svo[svo.metric == "spearman_graded"].set_index(["predictor", "behaviour"])
     assert rho.loc[("m1", "m1"), "value"] > 0.9 > rho.loc[("m1", "m2"), "value"]  # P(T) ≈ 1 − own P(correct)
     assert rho.loc[("m1", "m1"), "p"] < 1e-6
-    items = answered_items(df)
-    assert len(items) == 160 and items["y"].between(0, 1).all()
+
+
+def test_ability_items_are_independent_of_the_truths():
+    df = _flat(_ability_records("m1", 0.0, 1, 10) + _delegate_records("m1", 0.5, 1, 5))
+    items = ability_items(df)
+    assert len(items) == 10 and set(items["y"]) <= {0.0, 1.0} and (items["task"] == "ability").all()
+    assert truth_item_ids(df) == {f"q{i}" for i in range(5)}  # the game's questions, not the ability items
+
+
+def test_sk_scores_never_average_feedback_and_no_feedback():
+    recs = []
+    for fb, pt_right in ((False, 0.1), (True, 0.9)):  # P(T) tracks own error only with feedback
+        for q in range(30):
+            right = q % 2 == 0
+            recs.append(Record(seed=0, model_id="m", task="delegate", condition="clean",
+                               variant="arith:teammate=0.5" + ("+feedback" if fb else ""), trial_index=q,
+                               trial_id=f"{fb}-{q}", grade={
+                                   "qid": f"q{q}", "source": "arith", "baseline_correct": right,
+                                   "p_delegate": (pt_right if right else 1 - pt_right), "feedback": fb,
+                                   "delegated": False, "teammate_accuracy": 0.5}))
+    sc = sk_scores(_flat(recs)).set_index("model_id")
+    assert sc.loc["m", "delegate:p_delegate_auroc"] == pytest.approx(1.0)
+    assert sc.loc["m", "delegate+feedback:p_delegate_auroc"] == pytest.approx(0.0)
 
 
 def test_rasch_cli_tables_files_and_errors(tmp_path, capsys):
-    for model, skill, seed in (("m1", 0.9, 1), ("m2", 0.5, 2), ("m3", 0.1, 3)):
+    for model, skill, seed in (("m1", 1.0, 1), ("m2", 0.0, 2), ("m3", -1.0, 3)):
         _write(tmp_path / model, model, _delegate_records(model, skill, seed))
+        _write(tmp_path / model, model, _ability_records(model, skill, seed), "ability")
+    # an ability item that is also one of the game questions is dropped and counted
+    for model in ("m1", "m2", "m3"):
+        _write(tmp_path / model, model, [Record(seed=0, model_id=model, task="ability", condition="clean",
+                                                variant="mmlu", trial_index=999, trial_id=f"{model}-shared",
+                                                grade={"qid": "q0", "topic": "t", "correct": model == "m1"})],
+               "ability2")
     out = tmp_path / "rasch"
-    assert cli.main([str(tmp_path / "m1"), str(tmp_path / "m2"), str(tmp_path / "m3"), "--out", str(out)]) == 0
+    dirs = [str(tmp_path / m) for m in ("m1", "m2", "m3")]
+    assert cli.main([*dirs, "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "Rasch abilities" in text and "m3" in text and "Self vs other" in text
-    ab = pd.read_csv(out / "rasch_abilities.csv").set_index("model_id")
-    assert ab.loc["m1", "ability"] > ab.loc["m2", "ability"] > ab.loc["m3", "ability"]
-    assert (out / "self_vs_other.csv").exists() and (out / "rasch_correlations.csv").exists()
-    assert cli.main([str(tmp_path), "--level", "benchmark"]) == 0  # 002's granularity: one set
+    assert "Rasch abilities" in text and "Self vs other" in text
+    assert "1 ability items were also self-knowledge items" in text and "only 3 models" in text
+    ab = pd.read_csv(out / "rasch_abilities.csv")
+    cml = ab[ab.fit == "cml"].set_index("model_id")
+    assert cml.loc["m1", "ability"] > cml.loc["m2", "ability"] > cml.loc["m3", "ability"]
+    assert "q0" not in set(pd.read_csv(out / "rasch_items.csv")["item"])  # the shared item is out
+    assert len(pd.read_csv(out / "rasch_items.csv")) > 50  # the informative ability items
+    assert set(ab.fit) == {"cml", "jml"} and ab[ab.fit == "jml"]["note"].str.contains("incidental").all()
+    assert "only 3 models" in pd.read_csv(out / "rasch_correlations.csv")["warning"].iloc[0]
+    assert cli.main([*dirs, "--level", "benchmark"]) == 0  # 002's granularity: topics
     assert "benchmark items" in capsys.readouterr().out
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "game_only").mkdir()
+    _write(tmp_path / "game_only", "g", _delegate_records("g", 0.0, 1))
     for argv, msg in (([str(tmp_path / "nope")], "results directory not found"),
                       ([str(tmp_path / "empty")], "no *.jsonl"),
+                      ([str(tmp_path / "game_only")], "no ability records"),
                       ([str(tmp_path / "m1")], "two models")):
-        (tmp_path / "empty").mkdir(exist_ok=True)
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and msg in err and err.count("\n") == 1
     assert not (tmp_path / "m1" / "rasch_abilities.csv").exists()  # nothing half-written
+
+
+def test_ability_task_answers_an_independent_file(tiny_model, tmp_path):
+    import introspect as I
+    from introspect.tasks.base import ConfigError, get_task
+    from introspect.tasks.selfknowledge.metrics import summarize_sk
+
+    shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "evals_sandbagging_mmlu200.jsonl"
+    if not shared.exists():  # the real MMLU items when this machine has them, else a small CSV
+        shared = tmp_path / "algebra_test.csv"
+        shared.write_text("".join(f"What is {i}?,{i},{i + 1},{i + 2},{i + 3},A\n" for i in range(12)))
+    m = tiny_model("llama")
+    spec = get_task("ability")
+    with pytest.raises(ConfigError, match="ability_items=PATH"):
+        spec.plan(I.context(m, I.TaskConfig()))
+    ctx = I.context(m, I.TaskConfig().with_options(ability_items=str(shared), ability_n=6))
+    trials = spec.plan(ctx)
+    recs = list(spec.execute(ctx, trials))
+    assert len(recs) == 6 and len({r.grade["qid"] for r in recs}) == 6
+    for r in recs:
+        assert r.grade["correct"] == (r.grade["choice"] == r.grade["answer"]) and 0 <= r.grade["p_correct"] <= 1
+    items = ability_items(_flat(recs))
+    assert sorted(items["item"]) == sorted(r.grade["qid"] for r in recs)
+    s = summarize_sk(_flat(recs)).set_index("metric")
+    assert s.loc["accuracy", "value"] == pytest.approx(np.mean([r.grade["correct"] for r in recs]))
+
+
+def test_delegate_recovery_and_difficulty_never_share_item_ids(tiny_model):
+    import introspect as I
+    from introspect.tasks.selfknowledge import delegate, difficulty, recovery
+
+    m = tiny_model("llama")
+    ctx = I.context(m, I.TaskConfig().with_options(n=10, history_len=10, stratify=False))
+    pools = {"delegate": {q.id for q in delegate._pool(ctx)[1]},
+             "recovery": {q.id for q in recovery._questions(ctx)},
+             "difficulty": set(difficulty._source(ctx)[1])}
+    texts = {"delegate": {q.question for q in delegate._pool(ctx)[1]},
+             "recovery": {q.question for q in recovery._questions(ctx)}}
+    assert all(pools.values())
+    assert not pools["delegate"] & pools["recovery"] and not pools["delegate"] & pools["difficulty"]
+    assert not pools["recovery"] & pools["difficulty"]
+    assert len(texts["delegate"] & texts["recovery"]) < 3  # different draws (a collision by chance is rare)

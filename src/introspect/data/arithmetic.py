@@ -42,23 +42,25 @@ def _draw(rng: random.Random, knob: int | tuple[int, int]) -> int:
 
 def arithmetic_questions(
     n: int, seed: int, digits: int | tuple[int, int] = 2, terms: int | tuple[int, int] = 2,
-    ops: str = "+-",
+    ops: str = "+-", namespace: str = "arith",
 ) -> list[ArithmeticQuestion]:
     """``n`` questions like "What is 23 + 58?"; harder with more digits, terms and ``*``.
 
     ``digits`` / ``terms`` may be a (lo, hi) range drawn per question. Operators from ``ops``
-    (any of "+-*"). Deterministic given the arguments.
+    (any of "+-*"). Deterministic given the arguments. ``namespace`` keys both the draw and the
+    ids ("<namespace>-<seed>-<i>"), so tasks that must not share items (the Delegate Game and
+    recovery) get different questions with different ids.
     """
     if not ops or set(ops) - set("+-*"):
         raise ValueError(f"ops must be a non-empty subset of '+-*', got {ops!r}")
-    rng = random.Random(f"arith:{seed}:{digits}:{terms}:{ops}")
+    rng = random.Random(f"{namespace}:{seed}:{digits}:{terms}:{ops}")
     out = []
     for i in range(n):
         d, t = max(1, _draw(rng, digits)), max(2, _draw(rng, terms))
         nums = [rng.randint(10 ** (d - 1) if d > 1 else 1, 10**d - 1) for _ in range(t)]
         opseq = [rng.choice(ops) for _ in range(t - 1)]
         expr = " ".join([str(nums[0])] + [f"{o} {x}" for o, x in zip(opseq, nums[1:])])
-        out.append(ArithmeticQuestion(f"arith-{seed}-{i}", f"What is {expr}?", expr,
+        out.append(ArithmeticQuestion(f"{namespace}-{seed}-{i}", f"What is {expr}?", expr,
                                       _evaluate(nums, opseq), d, t))
     return out
 

@@ -1,15 +1,25 @@
-"""Rasch abilities of several models from their answered questions (002 §4.4, App. A).
+"""Rasch abilities of several models from an independent item set (002 §4.4, App. A).
 
 Why a Rasch model: models answered overlapping but not identical question sets, so average
 accuracy is not comparable across them (002's GPT-4.1 vs 4.1-mini example). The 1-parameter
 logistic model P(model m answers item i) = σ(θ_m − δ_i) puts every model on one ability scale.
-It is fitted by joint maximum likelihood, exactly as 002's Algorithm 1 but with statsmodels'
-binomial GLM (Newton steps, standard errors from the information matrix) instead of hand-rolled
-updates: θ for every model, δ for every item with Σδ = 0 (the scale's origin). Outcomes may be
-probabilities (P(correct) from logits or K samples). Items answered by fewer than two models,
-or with the same extreme outcome from every model, carry no information on abilities and are
-dropped (under JML their δ would run to ±∞). Abilities are then correlated with each model's
-self-knowledge scores.
+
+Why an independent item set: 002 takes abilities from published benchmark scores, not from the
+items that define its self-knowledge truths; abilities estimated on the same items as the
+scores they are correlated with share their noise. The abilities come from the ``ability``
+task's records (a multiple-choice file, e.g. MMLU, that no self-knowledge task used; items a
+self-knowledge task also used are dropped and counted by ``experiments.rasch``).
+
+Why conditional ML first: here the test-takers are a handful of models and the items are
+hundreds of questions, each seen by only m models. Joint ML (002's Algorithm 1) estimates one
+difficulty per item from m observations; these incidental parameters do not converge as items
+are added, and the abilities come out biased outward by about m/(m − 1) (twice the truth with
+two models; tested). Conditioning on each item's total score removes the difficulties from the
+likelihood (Andersen's conditional ML, which is conditional logistic regression with items as
+groups), so the abilities are consistent for any number of models. Both fits are reported; the
+joint-ML rows carry the caveat. Abilities are centred (mean 0 over the models fitted).
+Correlations of ability with self-knowledge scores across fewer than ``MIN_MODELS`` models
+cannot reach p < 0.05 even by exact permutation, and the output says so.
 """
 
 from __future__ import annotations
@@ -22,7 +32,11 @@ import pandas as pd
 
 from introspect.report.metrics import summarize
 
-ABILITY_COLUMNS = ["model_id", "ability", "se", "lo", "hi", "n_items", "mean_y"]
+ABILITY_COLUMNS = ["model_id", "fit", "ability", "se", "lo", "hi", "n_items", "mean_y", "note"]
+MIN_MODELS = 5  # fewer: no ability-score correlation can reach p < 0.05 (exact p >= 2/4! = 0.083)
+JML_NOTE = ("joint ML: each item's difficulty is estimated from {m} models (incidental "
+            "parameters), so abilities are biased outward by about m/(m-1) = {f:.2f}x and their "
+            "SEs are too small; read the conditional-ML row")
 CORR_COLUMNS = ["score", "n_models", "pearson_r", "pearson_p", "spearman_rho", "spearman_p"]
 # (task, metric): the self-knowledge score of a model, averaged over the task's variants
 SK_SCORES = (
@@ -54,20 +68,45 @@ def informative(items: pd.DataFrame) -> pd.DataFrame:
             return d.reset_index(drop=True)
 
 
+def _index(d: pd.DataFrame, models: list[str]) -> tuple[list[str], dict[str, int]]:
+    ms = sorted(d["model_id"].unique())
+    if d.empty or len(ms) < 2:
+        raise RaschError(f"a Rasch fit needs questions answered by at least two models with "
+                         f"different outcomes; found models {models} with "
+                         f"{d['item'].nunique() if not d.empty else 0} usable questions")
+    return ms, {m: k for k, m in enumerate(ms)}
+
+
+def _ability_rows(models: list[str], mi: dict[str, int], theta: np.ndarray, cov: np.ndarray,
+                  d: pd.DataFrame, fit: str, note: str) -> pd.DataFrame:
+    """Abilities centred to mean 0 over the fitted models, SEs from the centred covariance."""
+    k = len(mi)
+    C = np.eye(k) - 1.0 / k
+    th, se = C @ theta, np.sqrt(np.clip(np.diag(C @ cov @ C.T), 0, None))
+    stats = d.groupby("model_id").agg(n_items=("item", "count"), mean_y=("y", "mean"))
+    ab = []
+    for m in models:
+        if m in mi:
+            t, s_ = float(th[mi[m]]), float(se[mi[m]])
+            ab.append([m, fit, t, s_, t - 1.96 * s_, t + 1.96 * s_, int(stats.loc[m, "n_items"]),
+                       float(stats.loc[m, "mean_y"]), note])
+        else:
+            ab.append([m, fit, math.nan, math.nan, math.nan, math.nan, 0, math.nan, "no informative item"])
+    return pd.DataFrame(ab, columns=ABILITY_COLUMNS)
+
+
 def fit_rasch(items: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(abilities, item difficulties) by joint maximum likelihood. ``items`` has columns
-    model_id, item, y (0..1). Abilities carry standard errors and 95% Wald intervals; models
-    whose items were all uninformative get NaN."""
+    """(abilities, item difficulties) by joint maximum likelihood, 002's Algorithm 1 solved with
+    statsmodels' binomial GLM (Newton steps, SEs from the information matrix). ``items`` has
+    columns model_id, item, y (0..1, probabilities allowed). Biased with few models: see the
+    module docstring and ``fit_rasch_cml``."""
     import statsmodels.api as sm
 
     d = informative(items)
     models = sorted(items["model_id"].unique())
-    if d.empty or d["model_id"].nunique() < 2:
-        raise RaschError(f"a Rasch fit needs questions answered by at least two models with "
-                         f"different outcomes; found models {models} with "
-                         f"{d['item'].nunique() if not d.empty else 0} usable questions")
-    ms, its = sorted(d["model_id"].unique()), sorted(d["item"].unique())
-    mi, ii = {m: k for k, m in enumerate(ms)}, {q: k for k, q in enumerate(its)}
+    ms, mi = _index(d, models)
+    its = sorted(d["item"].unique())
+    ii = {q: k for k, q in enumerate(its)}
     X = np.zeros((len(d), len(ms) + len(its) - 1))
     for r, (m, q) in enumerate(zip(d["model_id"], d["item"])):
         X[r, mi[m]] = 1.0
@@ -80,18 +119,39 @@ def fit_rasch(items: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         warnings.simplefilter("ignore")
         w = d["weight"].to_numpy(float) if "weight" in d else None
         res = sm.GLM(d["y"].to_numpy(float), X, family=sm.families.Binomial(), var_weights=w).fit()
-    theta, se = res.params[:len(ms)], res.bse[:len(ms)]
-    stats = d.groupby("model_id").agg(n_items=("item", "count"), mean_y=("y", "mean"))
-    ab = []
-    for m in models:
-        if m in mi:
-            t, s = float(theta[mi[m]]), float(se[mi[m]])
-            ab.append([m, t, s, t - 1.96 * s, t + 1.96 * s, int(stats.loc[m, "n_items"]), float(stats.loc[m, "mean_y"])])
-        else:
-            ab.append([m, math.nan, math.nan, math.nan, math.nan, 0, math.nan])
+    cov = np.asarray(res.cov_params())[:len(ms), :len(ms)]
+    m_ = len(ms)
+    note = JML_NOTE.format(m=m_, f=m_ / (m_ - 1))
+    ab = _ability_rows(models, mi, np.asarray(res.params[:len(ms)]), cov, d, "jml", note)
     delta = np.append(res.params[len(ms):], -res.params[len(ms):].sum())
-    return (pd.DataFrame(ab, columns=ABILITY_COLUMNS),
-            pd.DataFrame({"item": its, "difficulty": delta}))
+    return ab, pd.DataFrame({"item": its, "difficulty": delta})
+
+
+def fit_rasch_cml(items: pd.DataFrame) -> pd.DataFrame:
+    """Abilities by conditional maximum likelihood: each item's total score over the models is
+    conditioned on, which removes its difficulty (statsmodels ``ConditionalLogit`` with items as
+    groups and model indicators as covariates). Needs 0/1 outcomes; consistent however few
+    models there are."""
+    from statsmodels.discrete.conditional_models import ConditionalLogit
+
+    y = items["y"].to_numpy(float)
+    if not np.isin(y, (0.0, 1.0)).all():
+        raise RaschError("conditional ML needs 0/1 outcomes (right or wrong per item); got "
+                         "probabilities: answer each item once (the ability task's argmax)")
+    d = informative(items)
+    models = sorted(items["model_id"].unique())
+    ms, mi = _index(d, models)
+    X = np.zeros((len(d), len(ms) - 1))  # the first model is the reference (θ = 0) before centring
+    for r, m in enumerate(d["model_id"]):
+        if mi[m]:
+            X[r, mi[m] - 1] = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = ConditionalLogit(d["y"].to_numpy(float), X, groups=pd.factorize(d["item"])[0]).fit(disp=0)
+    theta = np.concatenate([[0.0], np.asarray(res.params, float)])
+    cov = np.zeros((len(ms), len(ms)))
+    cov[1:, 1:] = np.asarray(res.cov_params(), float)
+    return _ability_rows(models, mi, theta, cov, d, "cml", "conditional ML (item difficulties conditioned out)")
 
 
 def benchmark_items(items: pd.DataFrame) -> pd.DataFrame:

@@ -3,8 +3,9 @@
 Why: a model can score above chance on "predict your own behaviour" just by knowing which items
 are hard for anyone. Scoring model M's predictions against model N's behaviour on the same
 items separates the two: self-knowledge shows as M predicting M better than it predicts N.
-``answered_items`` collects every question a model answered (with P(correct) where the record
-has it), the input of the Rasch abilities in ``introspect.report.rasch``.
+``ability_items`` collects the independent ability items (task ``ability``), the input of the
+Rasch abilities in ``introspect.report.rasch``; ``truth_item_ids`` lists the questions the
+self-knowledge truths used, so that no ability item is one of them.
 """
 
 from __future__ import annotations
@@ -22,32 +23,28 @@ ITEM_COLUMNS = ["model_id", "item", "task", "y", "weight"]
 SVO_COLUMNS = ["task", "predictor", "behaviour", "self", "metric", "value", "lo", "hi", "n", "p"]
 
 
-def answered_items(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, question): ``y`` = P(correct) (the logit probability or the share
-    of K sampled answers; 0/1 where only one answer exists). Sources: the Delegate Game's
-    baseline, seb-difficulty's answers, recovery's clean runs. A question asked in several
-    trials (one per teammate accuracy) counts once."""
-    rows: list[dict] = []
-    for task, s in _by_task(with_source(df)):
-        if task == "delegate":
-            y = num(s, "baseline_p_correct")
-            y = np.where(np.isfinite(y), y, g(s, "baseline_correct", False).astype(float).to_numpy())
-            for m, src, q, v in zip(s["model_id"], s["source"], g(s, "qid"), y):
-                rows.append({"model_id": m, "item": f"{src}:{q}", "task": task, "y": float(v), "weight": 1.0})
+def ability_items(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, item) of the ``ability`` task: ``y`` = 1 when the logit argmax was
+    the right letter (0/1, what conditional ML needs); ``item`` is the question id."""
+    a = df[df["task"] == "ability"] if len(df) else df
+    rows = [{"model_id": m, "item": str(q), "task": "ability", "y": float(bool(ok)), "weight": 1.0,
+             "topic": str(t or "all")}
+            for m, q, ok, t in zip(a["model_id"], g(a, "qid"), g(a, "correct", False), g(a, "topic", ""))
+            ] if len(a) else []
+    out = pd.DataFrame(rows, columns=[*ITEM_COLUMNS, "topic"])
+    return out.drop_duplicates(["model_id", "item"]).reset_index(drop=True)
+
+
+def truth_item_ids(df: pd.DataFrame) -> set[str]:
+    """Question ids the self-knowledge truths are built on (the Delegate Game's pool, the
+    difficulty task's questions, recovery's): ability items among them are not independent."""
+    out: set[str] = set()
+    for task, s in _by_task(df):
+        if task in ("delegate", "delegate-probe", "recovery"):
+            out |= {str(q) for q in g(s, "qid") if q is not None}
         elif task == "seb-difficulty":
-            for m, v, qids, pc in zip(s["model_id"], s["variant"], lists(s, "qids"), lists(s, "p_correct")):
-                src = str(v).removesuffix("+prefill")
-                rows += [{"model_id": m, "item": f"{src}:{q}", "task": task, "y": float(p), "weight": 1.0}
-                         for q, p in zip(qids, pc) if isnum(p)]
-        elif task == "recovery":
-            c = s[s["condition"] == "clean"]
-            for m, src, q, ok in zip(c["model_id"], c["source"], g(c, "qid"), g(c, "correct", False)):
-                rows.append({"model_id": m, "item": f"{src}:{q}", "task": task, "y": float(bool(ok)),
-                             "weight": 1.0})
-    out = pd.DataFrame(rows, columns=ITEM_COLUMNS)
-    if out.empty:
-        return out
-    return out.groupby(["model_id", "item", "task"], as_index=False).agg(y=("y", "mean"), weight=("weight", "max"))
+            out |= {str(q) for qs in lists(s, "qids") for q in qs}
+    return out
 
 
 def _by_task(df: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:

@@ -80,8 +80,8 @@ def _pool(ctx: RunContext) -> tuple[str, list[Question]]:
     if source == "arithmetic":
         digits, terms, ops = _knob(_opt(ctx, "digits", 2)), _knob(_opt(ctx, "terms", 2)), str(_opt(ctx, "ops", "+-"))
         size = int(_opt(ctx, "pool", 2 * (n + h)))
-        return arith_tag(digits, terms, ops), list(arithmetic_mc(size, ctx.cfg.seed, digits=digits,
-                                                                 terms=terms, ops=ops))
+        qs = arithmetic_mc(size, ctx.cfg.seed, digits=digits, terms=terms, ops=ops, namespace="delegate")
+        return arith_tag(digits, terms, ops), list(qs)
     qs = list(load_questions(source, ctx.cfg.seed))
     random.Random(f"delegate:{ctx.cfg.seed}").shuffle(qs)
     if len(qs) <= h:

@@ -65,7 +65,8 @@ def _difficulty_items(source: str, seed: int, n: int, digits: Any, terms: Any, o
                       ) -> tuple[str, dict[str, Any]]:
     """(variant, id -> question) for ``4 n`` questions: arithmetic or a question file."""
     if source == "arithmetic":
-        qs: list[Any] = arithmetic_questions(4 * n, seed, digits=digits, terms=terms, ops=ops)
+        qs: list[Any] = arithmetic_questions(4 * n, seed, digits=digits, terms=terms, ops=ops,
+                                               namespace="difficulty")
         return arith_tag(digits, terms, ops), {q.id: q for q in qs}
     qs = [q for q in load_questions(source, seed) if isinstance(q, MCQuestion)]
     if len(qs) < 4:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from introspect.stats import bootstrap_mean
+from introspect.tasks.selfknowledge.ability import summarize_ability
 from introspect.tasks.selfknowledge.game_metrics import summarize_delegate
 from introspect.tasks.selfknowledge.probe import summarize_probe
 from introspect.tasks.selfknowledge.rows import (
@@ -287,6 +288,7 @@ SUMMARIES: dict[str, Callable[[pd.DataFrame], pd.DataFrame]] = {
     "delegate": summarize_delegate,
     "delegate-probe": summarize_probe,
     "recovery": summarize_recovery,
+    "ability": summarize_ability,
 }
 
 

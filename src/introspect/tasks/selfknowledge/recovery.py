@@ -52,7 +52,7 @@ def _questions(ctx: RunContext) -> list[ArithmeticQuestion]:
 
 @lru_cache(maxsize=8)
 def _cached_qs(n: int, seed: int, digits: Any, terms: Any, ops: str) -> list[ArithmeticQuestion]:
-    return arithmetic_questions(n, seed, digits=digits, terms=terms, ops=ops)
+    return arithmetic_questions(n, seed, digits=digits, terms=terms, ops=ops, namespace="recovery")
 
 
 def _ints(ctx: RunContext, key: str, default: tuple[int, ...]) -> tuple[int, ...]:

@@ -1,0 +1,105 @@
+"""General ability items for the Rasch fit (002 App. A): a multiple-choice file answered once.
+
+Why a task of its own: 002 correlates self-knowledge with abilities taken from benchmarks the
+self-knowledge experiments never used. Estimating abilities from the Delegate Game's or the
+difficulty task's own questions would correlate two readings of the same items' noise. This
+task answers an independent question file (``--option ability_items=PATH``, its own key so that
+a run's ``questions`` for the game never doubles as the ability set; e.g. the MMLU items in
+``../shared/data/evals_sandbagging_mmlu200.jsonl``, read where it lies) and records, per item,
+whether the letter with the most probability at a prefilled "Answer:" is the right one (0/1:
+what conditional ML needs), P(correct) and the mass on the letters. ``experiments.rasch`` fits
+the abilities from these records only.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+from introspect.data import DataError, MCQuestion, load_questions
+from introspect.records import Record
+from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
+from introspect.tasks.selfknowledge.common import (
+    PREFILL,
+    _opt,
+    decisions,
+    letter_ids,
+    rendered,
+    user,
+)
+from introspect.tasks.selfknowledge.parse import parse_letter
+
+PROMPT = "Answer the following question.\n\n{q}\nReply with one letter."
+
+
+@lru_cache(maxsize=4)
+def _items(source: str) -> tuple[str, tuple[MCQuestion, ...]]:
+    qs = [q for q in load_questions(source) if isinstance(q, MCQuestion)]
+    if not qs:
+        raise DataError(f"{source}: no multiple-choice questions; expected an MMLU JSONL, "
+                        "hendrycks or GPQA CSV file")
+    return Path(source).stem, tuple(qs)
+
+
+def _source(ctx: RunContext) -> str:
+    src = _opt(ctx, "ability_items", None)
+    if not src:
+        raise ConfigError("task ability needs --option ability_items=PATH to a multiple-choice file no "
+                          "self-knowledge task uses, e.g. ../shared/data/evals_sandbagging_mmlu200.jsonl")
+    return str(src)
+
+
+def plan(ctx: RunContext) -> list[Trial]:
+    stem, qs = _items(_source(ctx))
+    order = list(range(len(qs)))
+    random.Random(f"ability:{ctx.cfg.seed}").shuffle(order)
+    n = int(_opt(ctx, "ability_n", len(qs)))
+    return [Trial("ability", "clean", index=i, variant=stem, params=(("qid", qs[i].id),))
+            for i in sorted(order[:n])]
+
+
+def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
+    trials = list(trials)
+    if not trials:
+        return
+    stem, qs = _items(_source(ctx))
+    by_id = {q.id: q for q in qs}
+    items = [by_id[t.param("qid")] for t in trials]
+    letters = "ABCDEFGH"[:max(len(q.options) for q in items)]
+    prompts = rendered(ctx, [user(PROMPT.format(q=q.format()), prefill=PREFILL) for q in items])
+    dec, gens = decisions(ctx, prompts, letter_ids(ctx.model.tokenizer, letters))
+    for t, q, p, d, g in zip(trials, items, prompts, dec, gens):
+        text = parse_letter(g.text, letters[:len(q.options)])
+        grade = {"qid": q.id, "source": stem, "answer": q.answer, "topic": q.topic,
+                 "correct": bool(d and d.choice == q.answer), "p_correct": d.p(q.answer) if d else None,
+                 "choice": d.choice if d else None, "mass": d.mass if d else None,
+                 "low_mass": bool(d and d.low_mass), "text_choice": text, "parse_ok": text is not None,
+                 "text_correct": text == q.answer}
+        yield ctx.record(t, prompt=p.text, response=g.text, grade=grade)
+
+
+def summarize_ability(df):
+    """Accuracy (logit argmax and parsed text), mean P(correct), mass and parse rates."""
+    import numpy as np
+
+    from introspect.stats import bootstrap_mean
+    from introspect.tasks.selfknowledge.rows import b, frame, groups, num, prop, row
+
+    rows: list[dict] = []
+    for keys, s in groups(df):
+        n = len(s)
+        rows += prop(keys, "accuracy", b(s, "correct").sum(), n)
+        rows += prop(keys, "text_accuracy", b(s, "text_correct").sum(), n)
+        rows += prop(keys, "text_parse_rate", b(s, "parse_ok").sum(), n)
+        rows += prop(keys, "low_mass_rate", b(s, "low_mass").sum(), n)
+        pc = num(s, "p_correct")
+        if np.isfinite(pc).any():
+            rows.append(row(keys, "mean_p_correct", bootstrap_mean(pc), int(np.isfinite(pc).sum())))
+    return frame(rows)
+
+
+register(TaskSpec("ability", "General-ability items for the Rasch fit (002 App. A): an independent "
+                  "multiple-choice file answered once, correctness from the logits",
+                  plan, execute, uses_injection=False))
