@@ -35,20 +35,22 @@ def _no_parameter_hashing(monkeypatch):
 
 def test_local_folder_named_by_its_name_and_hashed_once(tiny_dir, cache, monkeypatch, tmp_path):
     _no_parameter_hashing(monkeypatch)
+    monkeypatch.setattr(hub, "REMEMBER_BYTES", 0)  # remember even these tiny files
     src = tmp_path / "my-model"
     shutil.copytree(tiny_dir("llama"), src)
     first = load_model(str(src)).introspect_info
     assert first.name == "my-model" and first.fingerprint.startswith("sha256:")
     from introspect import gguf_files
 
+    real = gguf_files.file_sha256
     monkeypatch.setattr(gguf_files, "file_sha256", lambda *a, **k: pytest.fail("a file was hashed again"))
     monkeypatch.chdir(tmp_path)
     again = load_model("./my-model").introspect_info  # another spelling, another working directory
     assert (again.name, again.fingerprint) == ("my-model", first.fingerprint)
+    assert (cache / "file-digests.json").exists()
+    monkeypatch.setattr(gguf_files, "file_sha256", real)
     other = tmp_path / "other"
     shutil.copytree(tiny_dir("mistral"), other)
-    monkeypatch.undo()
-    _no_parameter_hashing(monkeypatch)
     assert load_model(str(other)).introspect_info.fingerprint != first.fingerprint
 
 
@@ -82,10 +84,9 @@ def test_hub_model_fingerprint_is_its_snapshot_commit(tiny_dir, cache, monkeypat
 
 
 def test_gated_repository_says_hf_token(monkeypatch):
+    import httpx
     import huggingface_hub
     from huggingface_hub import errors
-
-    import httpx
 
     url = "https://huggingface.co/api/models/meta-llama/Llama-3.1-8B-Instruct"
     response = httpx.Response(401, request=httpx.Request("GET", url))

@@ -82,10 +82,15 @@ def hub_origin(path: Path) -> tuple[str, str] | None:
     return None
 
 
+REMEMBER_BYTES = 64 << 20  # smaller files are hashed again (milliseconds) rather than remembered
+
+
 def _file_digest(path: Path, index: Path) -> str:
     real = path.resolve()
     if real.parent.name == "blobs" and _HEX.fullmatch(real.name):
         return real.name  # the hub cache names every blob by its own digest
+    if real.stat().st_size < REMEMBER_BYTES:
+        return gguf_files.file_sha256(real)
     return gguf_files.cached_sha256(path, index)
 
 
