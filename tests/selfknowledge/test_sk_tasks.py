@@ -327,3 +327,43 @@ def test_probe_reads_and_steers_the_game(tiny_model):
     assert any(x.startswith("delta_p_delegate[probe,8sd]") for x in s.metric)
     assert any(x.startswith("delta_p_delegate[random,-8sd]") for x in s.metric)
     assert {"game_mass[none,0sd]", "game_mass[probe,8sd]", "low_mass_rate[random,-8sd]"} <= set(s.metric)
+
+
+@pytest.mark.parametrize("text, step", [
+    # replies of SmolLM2-135M-Instruct to the recovery prompt (greedy)
+    ("To solve this problem, I will first calculate the sum of 75 and 40:\n\n75 + 40 = 190\n\nNow, I will "
+     "add these two numbers together:\n\n190 + 190 = 201\n\nSo, the answer is 201.",
+     "To solve this problem, I will first calculate the sum of 75 and 40:\n\n75 + 40 = 190\n"),
+    ("To solve this problem, I will first calculate 59 - 14, which is 19.\n\nStep 1: 59 - 14 = 19",
+     "To solve this problem, I will first calculate 59 - 14, which is 19."),
+    ('15 + 47 = 62\n\nThe answer is "62".', "15 + 47 = 62\n"),
+    ("To solve this problem, we need to break it down step by step. First, we calculate 91 + 14, which is "
+     "163. Then, we add 14 to 163, which results in 226.\n\nSo, the answer is 226.",
+     "To solve this problem, we need to break it down step by step. First, we calculate 91 + 14, which is 163."),
+])
+def test_recovery_inserts_after_the_first_reasoning_step(text, step):
+    end, rule = recovery.first_step_end(text)
+    assert rule == "after_first_step" and text[:end] == step
+
+
+def test_recovery_step_rule_without_reasoning():
+    assert recovery.first_step_end("The answer is 62.") == (None, "no_step")  # nothing before the answer
+    end, rule = recovery.first_step_end("Let me think about it carefully.\nAnswer: 62")
+    assert rule == "before_answer" and end == len("Let me think about it carefully.\n")
+
+
+def test_recovery_position_is_recorded_in_the_reasoning(tiny_model):
+    m = tiny_model("llama")
+    ctx = _ctx(m, kinds=("random",), n_tokens=(2,), n=3, answer_tokens=24)
+    trials = recovery.plan(ctx)
+    assert {t.variant.rsplit(":", 1)[1] for t in trials if t.condition == "perturbed"} == {"random-k2-atstep"}
+    recs = list(recovery.execute(ctx, trials))
+    clean = {r.grade["qid"]: r for r in recs if r.condition == "clean"}
+    for r in (r for r in recs if r.condition == "perturbed"):
+        g, base = r.grade, clean[r.grade["qid"]].response
+        end, rule = recovery.first_step_end(base)
+        assert g["insert_rule"] == rule and g["in_reasoning"] == (rule == "after_first_step")
+        assert base.startswith(g["text_before_insert"]) and r.response.startswith(g["text_before_insert"])
+        assert r.response[len(g["text_before_insert"]):].startswith(g["inserted_text"].strip()[:1])
+        if end is not None:
+            assert len(g["text_before_insert"]) >= end  # the whole step is kept before the tokens

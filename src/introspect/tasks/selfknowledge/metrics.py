@@ -268,6 +268,9 @@ def summarize_recovery(df: pd.DataFrame) -> pd.DataFrame:
             rows += prop(keys, "parse_rate", b(s, "parse_ok").sum(), len(s), cond)
             rows += prop(keys, "cut_rate", b(s, "cut").sum(), len(s), cond)
             rows += prop(keys, "remark_rate", b(s, "remarked").sum(), len(s), cond)
+            if cond == "perturbed" and "grade.insert_rule" in s:  # where the tokens landed
+                rows += prop(keys, "in_reasoning_rate", b(s, "in_reasoning").sum(), len(s), cond)
+                rows.append(row(keys, "mean_insert_token", bootstrap_mean(num(s, "insert_at")), len(s), cond))
             if cond == "perturbed" and len(clean):
                 qs = list(g(s, "qid"))
                 pair = [(cc[q], c) for q, c in zip(qs, corr) if q in cc]

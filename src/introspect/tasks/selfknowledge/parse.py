@@ -115,7 +115,7 @@ def association_reply(reply: str, options: Sequence[str]) -> list[bool | None]:
 
 
 # ---------------------------------------------------------------- final answers and rankings
-_ANSWER_INT = re.compile(r"(?i:\banswer\b)\s*(?:is)?\s*[:=]?\s*[*_`$]*\s*(-?\d[\d,]*)(?![\d.]\d)")
+ANSWER_STATEMENT = _ANSWER_INT = re.compile(r"(?i:\banswer\b)\s*(?:is)?\s*[:=]?\s*[*_`$]*\s*(-?\d[\d,]*)(?![\d.]\d)")
 _INT = re.compile(r"(?<![\d.])-?\d[\d,]*(?![\d])")
 _EQ_INT = re.compile(r"=\s*[*_`$]*\s*(-?\d[\d,]*)(?![\d.]\d)")
 

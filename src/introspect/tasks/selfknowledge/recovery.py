@@ -1,14 +1,21 @@
-"""Token-injection recovery (002 §5): noise written into the model's own output stream.
+"""Token-injection recovery (002 §5): noise written into the model's own reasoning.
 
-Why this protocol: the model answers an arithmetic question (known integer answer) greedily; the
-harness then takes its first ``m`` generated tokens, appends ``k`` foreign tokens (uniformly
-random, or each the least probable next token given everything before it) as if the model had
-produced them, and lets it continue from there. Greedy decoding makes the clean run's first
-``m`` tokens exactly what the model would have written, so the clean answer is the reference.
-Graded: the first "Answer: N" statement (the format asked for; working that continues after it
-is never read, so a stray "=" cannot pass for the answer), and whether the continuation remarks
-on the disruption. A reply without the statement is unparsed, and a reply cut by the token budget
-(``--option answer_tokens``, default 160) is flagged; the last integer is kept as a lenient
+Why this protocol: 002 proposes inserting random or least-probable tokens "during the model's
+reasoning or chain-of-thought process" as if self-generated. The model answers an arithmetic
+question (known integer answer) greedily; the harness finds the end of the first reasoning step
+the model wrote in that clean answer (the first line or sentence that states a computed result,
+"75 + 40 = 115" or "..., which is 115.", before its answer statement), keeps the answer up to
+there, appends ``k`` foreign tokens (uniformly random, or each the least probable next token
+given everything before it) and lets it continue. Inserting after a fixed number of tokens
+instead lands in the preamble ("To solve this problem, ...") on most replies, not in the
+reasoning. Where the clean answer has no step before its answer statement, the tokens go right
+before that statement (``before_answer``); with neither, after ``fallback_tokens`` tokens
+(``no_step``). The rule used, the token and character position and the step's text are
+recorded; ``--option insert_after=N`` (or a list) inserts after N tokens instead. Greedy decoding
+makes the clean run's prefix exactly what the model would have written, so the clean answer is
+the reference. Graded: the first "Answer: N" statement (working that continues after it is never
+read), and whether the continuation remarks on the disruption; a reply without the statement is
+unparsed, a reply cut by the token budget is flagged; the last integer is kept as a lenient
 secondary reading. Inserted tokens are drawn from printable, digit-free, non-special tokens, so
 the grader never reads an inserted number as the answer.
 """
@@ -29,7 +36,7 @@ from introspect.decode import Generation, next_token_logprobs
 from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge.common import _knob, _opt, arith_tag, budget, cut, greedy, user
-from introspect.tasks.selfknowledge.parse import final_answer, last_integer
+from introspect.tasks.selfknowledge.parse import ANSWER_STATEMENT, final_answer, last_integer
 
 PROMPT = "{q} Think step by step, then give the final answer as 'Answer: <number>'."
 KINDS = ("random", "least_likely")
@@ -55,9 +62,53 @@ def _cached_qs(n: int, seed: int, digits: Any, terms: Any, ops: str) -> list[Ari
     return arithmetic_questions(n, seed, digits=digits, terms=terms, ops=ops, namespace="recovery")
 
 
+def _wheres(ctx: RunContext) -> tuple[str, ...]:
+    """``insert_after``: "step" (default: after the first reasoning step) or token counts."""
+    v = _opt(ctx, "insert_after", "step")
+    try:
+        return tuple(_where(x) for x in (v if isinstance(v, (list, tuple)) else [v]))
+    except (TypeError, ValueError):
+        raise ConfigError(f"insert_after must be 'step' or token counts, got {v!r}") from None
+
+
 def _ints(ctx: RunContext, key: str, default: tuple[int, ...]) -> tuple[int, ...]:
     v = _opt(ctx, key, default)
     return tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else [v]))
+
+
+_RESULT = re.compile(r"=\s*[*_`$\"']*\s*-?\d|\b(?:is|equals|gives|makes|get|results? in)\s+[*_`$\"']*-?\d", re.I)
+_END = re.compile(r"\n|\.(?=\s|$)")
+
+
+def first_step_end(text: str) -> tuple[int | None, str]:
+    """(character offset just after the first reasoning step, rule). A step is a line or
+    sentence stating a computed result, before the answer statement; else the start of the
+    sentence holding the answer statement when text precedes it (``before_answer``); else
+    (None, ``no_step``)."""
+    ans = ANSWER_STATEMENT.search(text)
+    limit = ans.start() if ans else len(text)
+    start = 0
+    for m in _END.finditer(text):
+        if m.end() > limit:
+            break
+        if _RESULT.search(text[start:m.end()]):
+            return m.end(), "after_first_step"
+        start = m.end()
+    if ans and start > 0:
+        return start, "before_answer"
+    return None, "no_step"
+
+
+def tokens_before(tokenizer: Any, ids: Sequence[int], char: int) -> int:
+    """The fewest leading tokens of ``ids`` whose decoded text reaches character ``char``."""
+    for m in range(len(ids) + 1):
+        if len(tokenizer.decode(list(ids[:m]), skip_special_tokens=True)) >= char:
+            return m
+    return len(ids)
+
+
+def _where(v: Any) -> str:
+    return "step" if v == "step" else str(int(v))
 
 
 def plan(ctx: RunContext) -> list[Trial]:
@@ -72,7 +123,7 @@ def plan(ctx: RunContext) -> list[Trial]:
                          params=(("qid", q.id), ("source", src))))
         for kind in kinds:
             for k in _ints(ctx, "n_tokens", (1, 3)):
-                for m in _ints(ctx, "insert_after", (4,)):
+                for m in _wheres(ctx):
                     out.append(Trial("recovery", "perturbed", index=i,
                                      variant=f"{src}:{kind}-k{k}-at{m}",
                                      params=(("insert_after", m), ("kind", kind),
@@ -122,20 +173,33 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     prompts = {i: render(tok, user(PROMPT.format(q=qs[i].question))) for i in need}
     clean = dict(zip(need, greedy(ctx, [prompts[i] for i in need], at)))
     pert = [t for t in trials if t.condition == "perturbed"]
-    at_ = [min(int(t.param("insert_after")), len(clean[t.param("qid")].tokens)) for t in pert]
+    where = [_position(ctx, clean[t.param("qid")], t.param("insert_after")) for t in pert]
+    at_ = [w[0] for w in where]
     bases = [list(prompts[t.param("qid")].ids) + list(clean[t.param("qid")].tokens[:m])
              for t, m in zip(pert, at_)]
     inserted = _insert(ctx, bases, pert)
     conts = greedy(ctx, [Prompt.from_ids(b + ins, tok) for b, ins in zip(bases, inserted)], at)
-    done = {id(t): (m, ins, c) for t, m, ins, c in zip(pert, at_, inserted, conts)}
+    done = {id(t): (w, ins, c) for t, w, ins, c in zip(pert, where, inserted, conts)}
     for t in trials:
         q, base_gen = qs[t.param("qid")], clean[t.param("qid")]
         if t.condition == "clean":
-            yield _record(ctx, t, q, prompts[q.id], base_gen.text, base_gen.text, [], 0, at, base_gen)
+            yield _record(ctx, t, q, prompts[q.id], base_gen.text, base_gen.text, [], (0, "none", ""), at,
+                          base_gen)
             continue
-        m, ins, c = done[id(t)]
-        prefix = tok.decode(list(base_gen.tokens[:m]) + ins, skip_special_tokens=True)
-        yield _record(ctx, t, q, prompts[q.id], prefix + c.text, c.text, ins, m, at, c)
+        w, ins, c = done[id(t)]
+        prefix = tok.decode(list(base_gen.tokens[:w[0]]) + ins, skip_special_tokens=True)
+        yield _record(ctx, t, q, prompts[q.id], prefix + c.text, c.text, ins, w, at, c)
+
+
+def _position(ctx: RunContext, clean: Generation, where: str) -> tuple[int, str, str]:
+    """(tokens of the clean answer kept before the insertion, rule, the text they spell)."""
+    tok, ids = ctx.model.tokenizer, list(clean.tokens)
+    if where != "step":
+        m, rule = min(int(where), len(ids)), "fixed_tokens"
+    else:
+        char, rule = first_step_end(clean.text)
+        m = tokens_before(tok, ids, char) if char is not None else min(int(_opt(ctx, "fallback_tokens", 4)), len(ids))
+    return m, rule, tok.decode(ids[:m], skip_special_tokens=True)
 
 
 def grade_recovery(q: ArithmeticQuestion, response: str, continuation: str) -> dict[str, Any]:
@@ -150,11 +214,14 @@ def grade_recovery(q: ArithmeticQuestion, response: str, continuation: str) -> d
 
 
 def _record(ctx: RunContext, t: Trial, q: ArithmeticQuestion, prompt: Prompt, response: str,
-            continuation: str, ins: list[int], at: int, budget_: int, g: Generation) -> Record:
+            continuation: str, ins: list[int], where: tuple[int, str, str], budget_: int,
+            g: Generation) -> Record:
     grade = grade_recovery(q, response, continuation)
+    at, rule, before = where
     grade.update(kind=t.param("kind", "none"), n_tokens=int(t.param("n_tokens", 0)),
-                 source=t.param("source"), cut=cut(g),
-                 insert_at=at, inserted_text=ctx.model.tokenizer.decode(ins) if ins else "")
+                 source=t.param("source"), cut=cut(g), insert_at=at, insert_char=len(before),
+                 insert_rule=rule, in_reasoning=rule == "after_first_step", text_before_insert=before,
+                 inserted_text=ctx.model.tokenizer.decode(ins) if ins else "")
     return ctx.record(t, prompt=prompt.text, response=response, grade=grade,
                       gen={"max_new_tokens": budget_, "do_sample": False, "inserted_ids": ins,
                            "continuation_tokens": len(g.tokens) if ins else None})
