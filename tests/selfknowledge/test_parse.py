@@ -35,6 +35,17 @@ GAME = "ABCDT"
     ("C.", GAME, "C"),
     ("(D)", GAME, "D"),
     ("`A`", "ABCD", "A"),
+    # a stated answer introduced by "option is", then a rejected alternative
+    ("The correct option is B, not C.", "ABCD", "B"),
+    ("The best option is C rather than A, since 23 + 58 = 81.", "ABCD", "C"),
+    ("The right option is (D); option A would be wrong because it is too small.", "ABCD", "D"),
+    ("My chosen option is A. Option B is incorrect here.", "ABCD", "A"),
+    ("Option A is wrong; the correct option is B.", "ABCD", "B"),
+    ("The answer is not A, the correct option is C.", "ABCD", "C"),
+    # contractions before the verb
+    ("I'll go with B, because 81 is the sum.", "ABCD", "B"),
+    ("I’d choose D.", "ABCD", "D"),
+    ("I'd say the answer is C.", "ABCD", "C"),
 ])
 def test_parse_letter_reads(text, letters, want):
     assert parse_letter(text, letters) == want
@@ -49,6 +60,8 @@ def test_parse_letter_reads(text, letters, want):
     ("T-Mobile is a phone company", GAME),
     ("I am not sure.", GAME),
     ("", GAME),
+    ("Option A is wrong.", "ABCD"),  # a rejected letter is no answer
+    ("The answer is not B.", "ABCD"),
 ])
 def test_parse_letter_leaves_non_answers_unparsed(text, letters):
     assert parse_letter(text, letters) is None
@@ -58,6 +71,13 @@ def test_parse_letter_leaves_non_answers_unparsed(text, letters):
     ("T", True), (" T.", True), ("T (delegate)", True), ("I will delegate this one.", True),
     ("Delegate.", True), ("T cells", False), ("T-Mobile", False), ("Paris", False),
     ("Mr. T", False), ("The Tate Modern", False),
+    # a contraction before the verb of the hand-over
+    ("I'd delegate this question to my teammate.", True), ("I'll delegate this one.", True),
+    ("I’ll let my teammate answer this one.", True), ("I'd rather pass on this one.", True),
+    ("I'd like to delegate this to my teammate, since I am not sure.", True),
+    ("I'll hand this question to my teammate.", True), ("I would prefer to delegate.", True),
+    ("I'd say Paris.", False), ("I'll answer this myself: Paris.", False),
+    ("I won't delegate this one: it is Paris.", False), ("I'd never delegate a question I know: Paris", False),
 ])
 def test_is_delegation(text, want):
     assert is_delegation(text) is want
@@ -90,6 +110,7 @@ def test_final_answer_reads_the_statement_not_later_working():
     assert final_answer("first 2+2=4, so Answer: -12") == -12
     assert final_answer("Answer: **1,234**") == 1234
     assert final_answer("The answer is 7.") == 7
+    assert final_answer('15 + 47 = 62\n\nThe answer is "62".') == 62  # SmolLM2's quoted answer
     assert final_answer("The answer is 25 + 27 = 52.\nThen 52 + 1 = 53") == 52  # statement as working
     assert final_answer("Answer: 25 + 27") is None  # an expression without its result
     assert final_answer("Answer: -3 because 4 - 7 = -3") == -3

@@ -290,8 +290,8 @@ def grade_game(q: Question, b: dict[str, Any], d: Any, text: str, acc: float, ma
     game reply, with the baseline it is compared to and the team's score. A short answer kept
     is graded like the baseline (``short``: exact match, judge consensus, or None = excluded)."""
     mc = isinstance(q, MCQuestion)
-    if mc:
-        tchoice = parse_letter(text, "ABCDT")
+    if mc:  # a letter, else a hand-over said in words ("I'd delegate this one") reads as T
+        tchoice = parse_letter(text, "ABCDT") or ("T" if is_delegation(text) else None)
         t_deleg, t_ok = tchoice == "T", tchoice == q.answer
     else:
         t_deleg = is_delegation(text)

@@ -17,10 +17,14 @@ from typing import Any
 from introspect.grading import forms_pattern, normalize_word
 
 # a choice letter standing alone at the start: end, newline, punctuation, "(delegate)", "is ..."
-_AFTER = r"(?=\s*$|\s*\n|\s*[.:;,)\]*\"'!?`]|\s+\(|\s+(?:is|was|would|will|because|since|as)\b|\s+[-–—]\s)"
+_AFTER = (r"(?=\s*$|\s*\n|\s*[.:;,)\]*\"'!?`]|\s+\(|\s+(?:(?:is|was)(?!\s+(?:not|wrong|incorrect|false)\b)"
+          r"|would(?!\s+(?:not|be\s+(?:wrong|incorrect)))|will|because|since|as)\b|\s+[-–—]\s)")
+# ... but "Option A is wrong", "B would be incorrect" reject the letter they start with
 _LEAD = r"^[\s\"'*`(\[]*(?:(?i:option|answer|choice)\s*(?:is)?\s*[:=]?\s*[\s\"'*`(\[]*)?"
-_STATED = (r"(?i:\b(?:answer|choice)\s*(?:is|would\s+be|will\s+be|:|=)|\b(?:i\s+(?:choose|pick|select|"
-           r"would\s+choose|will\s+choose|'ll\s+(?:go\s+with|choose|pick))|go(?:ing)?\s+with))"
+_I = r"\bi(?:\s+(?:will|would|shall)|\s*['’](?:ll|d))?\s+"  # "I", "I will", "I'll", "I’d"
+# a stated answer: "the answer is C", "the correct option is B" (not "... is not B"), "I'd go with D"
+_STATED = (r"(?i:\b(?:answer|choice|option)\s*(?:is|would\s+be|will\s+be|:|=)(?!\s*not\b)"
+           r"|" + _I + r"(?:choose|pick|select|go\s+with|say)|\bgo(?:ing)?\s+with)"
            r"\s*(?:option\s+)?[\s\"'*`(\[]*")
 
 
@@ -43,20 +47,35 @@ def parse_letter(text: str, letters: str = "AB") -> str | None:
     found = set(re.findall(rf"(?<![A-Za-z0-9'-])\(({cls})\)", text))
     found |= set(re.findall(rf"(?<![A-Za-z0-9'-])({cls})[:.)](?!\w)", text))
     found |= set(re.findall(rf"(?i:\boption)\s+\(?({cls})(?![A-Za-z0-9'-])", text))
+    found -= rejected(text, cls)
     return found.pop() if len(found) == 1 else None
+
+
+def rejected(text: str, cls: str) -> set[str]:
+    """Letters the reply rules out ("A is wrong", "option B would be incorrect", "not C")."""
+    out = set(re.findall(rf"(?<![A-Za-z0-9'-])\(?({cls})\)?\s+(?i:(?:is|was|would\s+be)\s+(?:not|wrong|"
+                         rf"incorrect|false))\b", text))
+    return out | set(re.findall(rf"(?i:\bnot)\s+(?i:option\s+)?\(?({cls})(?![A-Za-z0-9'-])", text))
 
 
 _DELEGATE = re.compile(
     r"^[\s\"'*`(\[]*(?:(?i:answer|choice)\s*(?:is)?\s*[:=]?\s*[\s\"'*`(\[]*)?T" + _AFTER
-    + r"|\b(?i:i\s+(?:will|would|'ll|'d)?\s*delegate|(?:^|\W)delegat(?:e|ing)\s+(?:it|this|to))"
+    + r"|(?i:" + _I + r"(?:(?:would\s+)?(?:like|prefer|rather|choose|want)\s+(?:to\s+)?)?"
+    r"(?:delegate|pass\b|hand\s+(?:it|this|the\s+question)|let\s+(?:my|the)\s+teammate))"
+    r"|(?i:(?:^|\W)delegat(?:e|ing)\s+(?:it|this|to))"
     r"|^\W*(?i:delegate)\b")
 
 
+_NEGATED = re.compile(r"(?i:\b(?:not|never|won['’]t|don['’]t|wouldn['’]t|shouldn['’]t|no\s+need\s+to)\s+(?:\w+\s+)?)$")
+
+
 def is_delegation(text: str) -> bool:
-    """A short-answer game reply that hands the question to the teammate: a standalone "T"
-    ("T", " T.", "T (delegate)") or "delegate" said outright; "T cells", "T-Mobile", "Mr. T"
-    as an answer do not count."""
-    return bool(_DELEGATE.search(text))
+    """A game reply that hands the question to the teammate: a standalone "T" ("T", " T.",
+    "T (delegate)") or the hand-over said outright, contractions included ("I'd delegate",
+    "I'll let my teammate answer", "I’d rather pass"); "T cells", "T-Mobile", "Mr. T" as an
+    answer do not count, nor does a hand-over refused ("I won't delegate this one")."""
+    return any(not _NEGATED.search(text[max(0, m.start() - 24):m.start() + (m.group(0)[:1].isspace())])
+               for m in _DELEGATE.finditer(text))
 
 
 # ---------------------------------------------------------------- word lists (SEB association)
@@ -115,7 +134,7 @@ def association_reply(reply: str, options: Sequence[str]) -> list[bool | None]:
 
 
 # ---------------------------------------------------------------- final answers and rankings
-ANSWER_STATEMENT = _ANSWER_INT = re.compile(r"(?i:\banswer\b)\s*(?:is)?\s*[:=]?\s*[*_`$]*\s*(-?\d[\d,]*)(?![\d.]\d)")
+ANSWER_STATEMENT = re.compile(r"(?i:\banswer\b)\s*(?:is)?\s*[:=]?\s*[*_`$\"'“”]*\s*(-?\d[\d,]*)(?![\d.]\d)")
 _INT = re.compile(r"(?<![\d.])-?\d[\d,]*(?![\d])")
 _EQ_INT = re.compile(r"=\s*[*_`$]*\s*(-?\d[\d,]*)(?![\d.]\d)")
 
@@ -125,7 +144,7 @@ def final_answer(text: str) -> int | None:
     None. A statement written as working ("The answer is 25 + 27 = 52") gives the result on
     its own line. Working that continues after the statement ("… so 81 + 3 = 84") is never
     read, nor is any "=" before it: a reply without the statement is unparsed."""
-    m = _ANSWER_INT.search(text)
+    m = ANSWER_STATEMENT.search(text)
     if not m:
         return None
     line = text[m.end(1):].split("\n", 1)[0]
