@@ -57,7 +57,7 @@ def test_prompt_pass_unembeds_only_the_last_position(tiny_model, family):
     """The decode loop asks for the last position's logits only (a fifth of a prefill otherwise)."""
     from introspect.decode import _keeps_last_logits
 
-    assert _keeps_last_logits(tiny_model(family).original_model)
+    assert _keeps_last_logits(type(tiny_model(family).original_model))
 
 
 def test_injection_fires_in_every_decode_step(tiny_model):

@@ -19,7 +19,9 @@ Tasks hand it prompts, injection specs, seeds and a ``Sampling``; they never see
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,8 +33,11 @@ from torch import Tensor
 
 from introspect.chat import Prompt
 from introspect.inject import InjectionError, RowSpecs, first_injected, injecting, spec_key
+from introspect.stopping import Tails, cut_at_stop
+from introspect.stopping import eos_ids as _eos_ids
 
 MIN_SHARED_PREFIX = 8  # shorter shared prefixes are not worth an extra forward call
+COMPACT_SHARE = 0.25  # finished rows idle in the batch until this share of it is idle, then one compaction
 
 
 class SamplingError(ValueError):
@@ -100,6 +105,7 @@ class DecodeStats:
     fired: dict[str, int] = field(default_factory=dict)
     shared_prefix: list[int] = field(default_factory=list)
     tokens_computed: int = 0
+    compactions: int = 0  # times finished rows were dropped from a batch's KV cache
 
     def add_fired(self, fired: dict[str, int]) -> None:
         for k, v in fired.items():
@@ -116,16 +122,19 @@ def check_stops(stop: Sequence[str]) -> tuple[str, ...]:
 
 
 def eos_ids(model: Any) -> set[int]:
-    ids = getattr(model.cfg, "eos_token_id", None)
-    if ids is None:
-        ids = model.tokenizer.eos_token_id
-    return {int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids]) if i is not None}
+    """Tokens that end a row: config, tokenizer, generation_config and end-of-turn (``introspect.stopping``)."""
+    return set(_eos_ids(model))
 
 
 # ---------------------------------------------------------------- token choice
+def _uniforms(gens: Sequence[torch.Generator | None], device: Any) -> Tensor:
+    """One draw per row from its own (CPU) stream, then to the device: b floats cross, nothing else."""
+    return torch.tensor([float(torch.rand((), generator=g)) if g is not None else 0.0 for g in gens], device=device)
+
+
 def choose(logits: Float[Tensor, "b vocab"], sampling: Sampling, gens: Sequence[torch.Generator | None]) -> Int[Tensor, " b"]:
-    """Next token per row. Each row draws one uniform number from its own generator (inverse CDF),
-    so its choice depends only on its own logits and stream."""
+    """Next token per row, on the logits' device. Each row draws one uniform number from its own
+    generator (inverse CDF), so its choice depends only on its own logits and stream."""
     if sampling.greedy:
         return logits.argmax(-1)
     x = logits.float() / sampling.temperature
@@ -138,30 +147,31 @@ def choose(logits: Float[Tensor, "b vocab"], sampling: Sampling, gens: Sequence[
         drop = (sp.cumsum(-1) - sp) >= sampling.top_p  # keep the smallest set reaching top_p
         probs = probs.scatter(-1, idx, sp.masked_fill(drop, 0.0))
     cdf = probs.cumsum(-1)
-    u = torch.stack([torch.rand((), generator=g) for g in gens]) * cdf[:, -1]
+    u = _uniforms(gens, logits.device) * cdf[:, -1]
     return torch.searchsorted(cdf, u[:, None]).squeeze(-1).clamp_(max=logits.shape[-1] - 1)
 
 
 # ---------------------------------------------------------------- the model call
 def _forward(model: Any, ids: Tensor, mask: Tensor, cache: Any | None) -> tuple[Tensor, Any]:
-    """One call of the wrapped HF model (hooks fire under TL names). Positions come from the mask,
-    so left padding and a padded gap after a shared prefix both get the right positions."""
-    pos = (mask.long().cumsum(-1) - 1).clamp_(min=0)[:, -ids.shape[1]:]
+    """One call of the wrapped HF model (hooks fire under TL names); the last position's logits,
+    float32, left on the device. Positions come from the mask, so left padding and a padded gap
+    after a shared prefix both get the right positions."""
     dev = model.cfg.device
-    kw = dict(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
+    mask = mask.to(dev)
+    pos = (mask.long().cumsum(-1) - 1).clamp_(min=0)[:, -ids.shape[1]:]
+    kw = dict(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos,
               past_key_values=cache, use_cache=cache is not None)
-    if _keeps_last_logits(model.original_model):  # unembedding every prompt token is ~20% of a prefill
+    if _keeps_last_logits(type(model.original_model)):  # unembedding every prompt token is ~20% of a prefill
         kw["logits_to_keep"] = 1
     out = model.original_model(**kw)
-    return out.logits[:, -1].float().cpu(), out.past_key_values
+    return out.logits[:, -1].float(), out.past_key_values
 
 
-def _keeps_last_logits(hf: Any) -> bool:
-    """Whether the HF model's forward takes ``logits_to_keep`` (asked of its signature, not by a
-    failing call, so hooks never fire twice for one step)."""
-    import inspect
-
-    return "logits_to_keep" in inspect.signature(hf.forward).parameters
+@functools.cache
+def _keeps_last_logits(hf_class: type) -> bool:
+    """Whether the HF model class's forward takes ``logits_to_keep`` (asked of its signature once
+    per class, not by a failing call, so hooks never fire twice for one step)."""
+    return "logits_to_keep" in inspect.signature(hf_class.forward).parameters
 
 
 def _new_cache(model: Any) -> Any:
@@ -190,10 +200,16 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                steps: set[int], markers: tuple[str, ...], use_cache: bool, share: bool,
                stats: DecodeStats) -> list[Generation]:
     """Rows (output rows) point at units (distinct prompt + injections). Layout per row:
-    ``[shared prefix lp | left pad | unit's own tokens | generated]``."""
+    ``[shared prefix lp | left pad | unit's own tokens | generated]``.
+
+    Everything per step stays on the device but the chosen ids and their log-probabilities (and
+    the full distributions asked for). A finished row leaves its slot idle until a quarter of the
+    batch is idle, then the cache is compacted once, not copied at every finish."""
     tok, pad_id = model.tokenizer, model.tokenizer.pad_token_id
     pad_id = 0 if pad_id is None else pad_id
     eos, dev = eos_ids(model), model.cfg.device
+    eos_t = torch.tensor(sorted(eos), dtype=torch.long, device=dev) if eos else None
+    tails = Tails(tok, stops, markers)
     lp = shared_prefix(units) if (share and use_cache and len(units) > 1) else 0
     own = [len(p) - lp for p, _ in units]
     w = max(own)
@@ -212,7 +228,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
     tok_lp: list[list[float]] = [[] for _ in range(b)]
     step_lp: list[dict[int, Tensor]] = [{} for _ in range(b)]
     mark_lp: list[dict[str, Tensor]] = [{} for _ in range(b)]
-    reason, texts = ["length"] * b, [""] * b
+    reason = ["length"] * b
     ids, mask = u_ids[ru], u_mask[ru]
     stats.shared_prefix.append(lp)
     with torch.no_grad():
@@ -223,66 +239,87 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
             cache.reorder_cache(torch.zeros(len(units), dtype=torch.long, device=dev))
         specs = [units[u][1] for u in row_unit]
         with injecting(model, specs, [units[u][0] for u in row_unit], [offsets[u] for u in row_unit], lp) as inj:
+            slots: list[int | None] = list(range(b))  # batch slot -> output row (None: finished, idle)
             if use_cache:  # each unit's own tokens once, then its cache copied to the unit's rows
                 inj.select(reps, mult)
                 inj.at(lp)
                 logits, cache = _forward(model, u_ids, u_mask, cache)
                 stats.tokens_computed += u_ids.numel()
                 cache.reorder_cache(ru.to(dev))
-                logits = logits[ru]
-            active = list(range(b))
+                logits = logits[ru.to(dev)]
+                inj.select(slots)
+                bmask = mask.to(dev)
             for t in range(max_new_tokens):
                 if not use_cache:  # the reference path: the whole sequence again at every step
-                    inj.select(active)
+                    slots = [r for r in slots if r is not None]
+                    inj.select(slots)
                     inj.at(0)
-                    logits, _ = _forward(model, ids[active], mask[active], None)
-                    stats.tokens_computed += ids[active].numel()
-                if t < min_new_tokens and eos:  # as transformers' min_new_tokens: no end before t tokens
-                    logits = logits.clone()
-                    logits[:, sorted(eos)] = float("-inf")
+                    logits, _ = _forward(model, ids[slots], mask[slots], None)
+                    stats.tokens_computed += ids[slots].numel()
+                if t < min_new_tokens and eos_t is not None:  # as transformers' min_new_tokens
+                    logits = logits.index_fill(1, eos_t, float("-inf"))
                 lps = torch.log_softmax(logits, dim=-1)
-                nxt = choose(logits, sampling, [gens[r] for r in active])
-                still = []
-                for j, r in enumerate(active):
-                    if t == 0 or t in steps:
-                        step_lp[r][t] = lps[j]
-                    for mk in markers:
-                        if mk not in mark_lp[r] and texts[r].endswith(mk):
-                            mark_lp[r][mk] = lps[j]
-                    tid = int(nxt[j])
+                nxt = choose(logits, sampling, [gens[r] if r is not None else None for r in slots])
+                chosen = lps.gather(1, nxt[:, None])[:, 0]
+                nxt_h, lp_h = nxt.tolist(), chosen.tolist()  # all that crosses to the host each step
+                live = [j for j, r in enumerate(slots) if r is not None]
+                want = {j: [mk for mk in markers if mk not in mark_lp[slots[j]] and tails.ends_with(out_ids[slots[j]], mk)]
+                        for j in live}
+                full_rows = [j for j in live if t == 0 or t in steps or want[j]]
+                if full_rows:  # the few full distributions asked for
+                    full = lps[torch.tensor(full_rows, device=lps.device)].cpu()
+                    for k, j in enumerate(full_rows):
+                        if t == 0 or t in steps:
+                            step_lp[slots[j]][t] = full[k]
+                        for mk in want[j]:
+                            mark_lp[slots[j]][mk] = full[k]
+                done = []
+                for j in live:
+                    r, tid = slots[j], nxt_h[j]
                     if tid in eos:
                         reason[r] = "eos"
+                        done.append(j)
                         continue
                     out_ids[r].append(tid)
-                    tok_lp[r].append(float(lps[j, tid]))
-                    texts[r] = tok.decode(out_ids[r], skip_special_tokens=True)
-                    if stops and any(s in texts[r] for s in stops):
+                    tok_lp[r].append(lp_h[j])
+                    if tails.stopped(out_ids[r]):
                         reason[r] = "stop"
-                        continue
-                    still.append(j)
-                if not still or t == max_new_tokens - 1:
+                        done.append(j)
+                if len(done) == len(live) or t == max_new_tokens - 1:
                     break
-                keep = torch.tensor(still, dtype=torch.long)
-                new_active = [active[j] for j in still]
-                col_ids = torch.full((b, 1), pad_id, dtype=torch.long)
-                col_ids[new_active, 0] = nxt[keep]
-                col_mask = torch.zeros((b, 1), dtype=torch.long)
-                col_mask[new_active, 0] = 1
-                ids, mask = torch.cat([ids, col_ids], 1), torch.cat([mask, col_mask], 1)
-                if use_cache:
-                    if len(still) < len(active):
-                        cache.reorder_cache(keep.to(dev))
-                    inj.select(new_active)
-                    inj.at(lp + w + t)
-                    logits, cache = _forward(model, nxt[keep][:, None], mask[new_active], cache)
-                    stats.tokens_computed += len(new_active)
-                active = new_active
+                nxt_of = {slots[j]: nxt_h[j] for j in live}
+                for j in done:
+                    slots[j] = None
+                if not use_cache:
+                    go = [r for r in slots if r is not None]
+                    col_ids = torch.full((b, 1), pad_id, dtype=torch.long)
+                    col_ids[go, 0] = torch.tensor([nxt_of[r] for r in go], dtype=torch.long)
+                    col_mask = torch.zeros((b, 1), dtype=torch.long)
+                    col_mask[go, 0] = 1
+                    ids, mask = torch.cat([ids, col_ids], 1), torch.cat([mask, col_mask], 1)
+                    continue
+                idle = sum(r is None for r in slots)
+                if idle and idle >= COMPACT_SHARE * len(slots):  # compact once, not at every finish
+                    keep = [j for j, r in enumerate(slots) if r is not None]
+                    keep_t = torch.tensor(keep, dtype=torch.long, device=dev)
+                    cache.reorder_cache(keep_t)
+                    stats.compactions += 1
+                    bmask = bmask[keep_t]
+                    slots = [slots[j] for j in keep]
+                if done:
+                    inj.select(slots)
+                step = torch.tensor([[nxt_of[r] if r is not None else pad_id] for r in slots], dtype=torch.long)
+                col = torch.tensor([[int(r is not None)] for r in slots], dtype=torch.long, device=dev)
+                bmask = torch.cat([bmask, col], 1)
+                inj.at(lp + w + t)
+                logits, cache = _forward(model, step, bmask, cache)
+                stats.tokens_computed += len(slots)
         stats.add_fired(inj.fired)
     res = []
     for r in range(b):
-        text = texts[r]
+        text = tok.decode(out_ids[r], skip_special_tokens=True)
         if reason[r] == "stop":
-            text = text[:min(text.index(s) for s in stops if s in text)]
+            text = cut_at_stop(text, stops)
         res.append(Generation(text, tuple(out_ids[r]), step_lp[r][0], tuple(tok_lp[r]), step_lp[r], mark_lp[r],
                               samples[r], seeds[r], reason[r]))
     return res
@@ -386,15 +423,16 @@ def pad_left(prompts: Sequence[Prompt], pad_id: int | None) -> tuple[Int[Tensor,
 def next_token_logprobs(
     model: Any, prompts: Sequence[Prompt], injections: Sequence[RowSpecs] | None = None, *, batch_size: int = 16,
 ) -> Float[Tensor, "n vocab"]:
-    """Log-probabilities of the next token after each prompt (one forward pass per batch)."""
+    """Log-probabilities of the next token after each prompt (one forward pass per batch; only
+    the last position is unembedded, positions follow the padding mask)."""
     injections = injections or [None] * len(prompts)
     rows = []
     for lo in range(0, len(prompts), batch_size):
         chunk, specs = prompts[lo:lo + batch_size], injections[lo:lo + batch_size]
         toks, mask, offsets = pad_left(chunk, model.tokenizer.pad_token_id)
         with injecting(model, specs, chunk, offsets), torch.no_grad():
-            logits = model(toks.to(model.cfg.device), attention_mask=mask.to(model.cfg.device))
-        rows.append(torch.log_softmax(logits[:, -1].float().cpu(), dim=-1))
+            logits, _ = _forward(model, toks, mask, None)
+        rows.append(torch.log_softmax(logits, dim=-1).cpu())
     return torch.cat(rows)
 
 

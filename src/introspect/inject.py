@@ -111,7 +111,12 @@ def pad_left(prompts: Sequence[Prompt], pad_id: int) -> tuple[Int[Tensor, "b p"]
 
 
 class BatchInjector:
-    """Hooks that add each row's injections at absolute (padded) positions, prompt and decode."""
+    """Hooks that add each row's injections at absolute (padded) positions, prompt and decode.
+
+    α·v of the selected rows is built once per selection and device, in the model's dtype, so a
+    decoding step moves nothing to the device unless the batch changed; the positions'
+    bookkeeping (and ``fired``) stays on the host, so counting never waits for the device.
+    """
 
     def __init__(self, model: Any, row_specs: Sequence[RowSpecs], prompts: Sequence[Prompt],
                  offsets: Sequence[int], prefix_len: int = 0):
@@ -129,6 +134,7 @@ class BatchInjector:
         self._plans = {name: self._plan(entries, prompts, offsets) for name, entries in groups.items()}
         self._seen = dict.fromkeys(self._plans, 0)
         self.fired = dict.fromkeys(self._plans, 0)  # positions actually modified, per hook
+        self._on: dict[tuple, Tensor] = {}  # (hook, what, device, dtype) -> tensor on that device
 
     def _plan(self, entries, prompts, offsets) -> dict[str, Tensor]:
         rows, deltas, masks, gen = [], [], [], []
@@ -140,7 +146,7 @@ class BatchInjector:
             if isinstance(pos, From):
                 m[where[pos.start:]] = True
             elif pos in ("prompt", "all"):
-                m[where] = True
+                m[where[1:]] = True  # never position 0: its attention-sink residual is not a thought
             elif not isinstance(pos, str):
                 m[where[[int(p) for p in pos]]] = True
             rows.append(row)
@@ -149,6 +155,14 @@ class BatchInjector:
             gen.append(isinstance(pos, From) or pos in ("generated", "all"))
         return {"rows": torch.tensor(rows), "delta": torch.stack(deltas),
                 "mask": torch.stack(masks), "gen": torch.tensor(gen)}
+
+    def _device(self, key: tuple, make, device: torch.device, dtype: torch.dtype | None = None) -> Tensor:
+        """``make()`` (a host tensor) on ``device`` in ``dtype``, built once per key."""
+        k = (*key, device, dtype)
+        if k not in self._on:
+            t = make()
+            self._on[k] = t.to(device=device, dtype=dtype or t.dtype)
+        return self._on[k]
 
     def _hook(self, name: str):
         plan = self._plans[name]
@@ -160,46 +174,62 @@ class BatchInjector:
             else:
                 start = 0 if s > self._seen[name] else self._seen[name]
             self._seen[name] = start + s
-            rows, delta, mask, gen = plan["rows"], plan["delta"], plan["mask"], plan["gen"]
-            weight = torch.ones(len(rows), dtype=torch.long)
+            entries = torch.arange(len(plan["rows"]))
+            rows, weight = plan["rows"], torch.ones(len(entries), dtype=torch.long)
             if self._slot is not None:  # the batch holds a subset of rows, in the order selected
-                slot = self._slot[rows]
+                slot = self._slot[plan["rows"]]
                 keep = slot >= 0
-                rows, delta, mask, gen = slot[keep], delta[keep], mask[keep], gen[keep]
-                weight = self._weight[plan["rows"][keep]]
+                entries, rows, weight = entries[keep], slot[keep], self._weight[plan["rows"][keep]]
             pos = torch.arange(start, start + s)
             in_prompt = pos < self.width
-            w = torch.zeros((len(rows), s), dtype=torch.bool)
-            w[:, in_prompt] = mask[:, pos[in_prompt]]
-            w[:, ~in_prompt] = gen[:, None]
+            w = torch.zeros((len(entries), s), dtype=torch.bool)
+            w[:, in_prompt] = plan["mask"][entries][:, pos[in_prompt]]
+            w[:, ~in_prompt] = plan["gen"][entries][:, None]
             if not bool(w.any()):
                 return act
             self.fired[name] += int((w.sum(1) * weight).sum())
-            add = w[:, :, None].to(act.dtype) * delta[:, None, :].to(act.dtype)
+            dev, dt, ver = act.device, act.dtype, self._version
+            # α·v of the selected entries and where they go: built once per selection on this
+            # device, in the model's dtype
+            delta = self._device((name, "delta", ver), lambda: plan["delta"][entries], dev, dt)
+            at = self._device((name, "rows", ver), lambda: rows, dev)
+            if s == 1 and not bool(in_prompt.any()):  # a decoding step: the same mask every step
+                wd = self._device((name, "gen", ver), lambda: w, dev, dt)
+            else:
+                wd = w.to(device=dev, dtype=dt)
             out = act.clone()
-            out.index_add_(0, rows.to(act.device), add.to(act.device))
+            out.index_add_(0, at, wd[:, :, None] * delta[:, None, :])
             return out
 
         return hook
+
+    _version = 0  # bumped by every ``select``: device copies of the selection are keyed by it
 
     def at(self, start: int) -> None:
         """The next forward call's first token sits at absolute layout position ``start``."""
         self.start = start
 
-    def select(self, rows: Sequence[int] | None, weights: Sequence[int] | None = None) -> None:
+    def select(self, rows: Sequence[int | None] | None, weights: Sequence[int] | None = None) -> None:
         """The next forward call's batch holds these rows, in this order (None: all rows).
 
-        ``weights`` says how many output rows each batch row stands for (a prompt pass shared by
-        K identical rows counts K times in ``fired``), so counts match the unshared path.
+        A ``None`` entry is a batch slot with no row (a finished row not yet compacted away):
+        nothing is injected there and nothing counted. ``weights`` says how many output rows each
+        batch row stands for (a prompt pass shared by K identical rows counts K times in
+        ``fired``), so counts match the unshared path.
         """
+        self._version += 1
+        self._on.clear()
         if rows is None:
             self._slot = None
             return
+        live = [(i, r) for i, r in enumerate(rows) if r is not None]
         self._slot = torch.full((self.n_rows,), -1, dtype=torch.long)
-        self._slot[torch.as_tensor(list(rows), dtype=torch.long)] = torch.arange(len(rows))
         self._weight = torch.ones(self.n_rows, dtype=torch.long)
-        if weights is not None:
-            self._weight[torch.as_tensor(list(rows), dtype=torch.long)] = torch.as_tensor(list(weights), dtype=torch.long)
+        if live:
+            idx = torch.as_tensor([r for _, r in live], dtype=torch.long)
+            self._slot[idx] = torch.as_tensor([i for i, _ in live], dtype=torch.long)
+            if weights is not None:
+                self._weight[idx] = torch.as_tensor([weights[i] for i, _ in live], dtype=torch.long)
 
     def fwd_hooks(self) -> list[tuple[str, Any]]:
         return [(name, self._hook(name)) for name in self._plans]
@@ -225,7 +255,7 @@ def first_injected(specs: RowSpecs, prompt_len: int) -> int:
         if isinstance(pos, From):
             first = min(first, pos.start)
         elif pos in ("prompt", "all"):
-            first = 0
+            first = min(first, 1)  # position 0 is never injected (see BatchInjector._plan)
         elif not isinstance(pos, str):
             first = min([first, *(int(p) for p in pos)])
     return first
