@@ -206,12 +206,10 @@ def test_recovery_inserts_least_likely_tokens(tiny_model):
     trials = recovery.plan(ctx)
     assert [t.condition for t in trials] == ["clean", "perturbed"]
     clean, pert = list(recovery.execute(ctx, trials))
-    assert clean.grade["cut"] == (len(I.generate(m, [recovery.render(m.tokenizer, recovery.user(
-        recovery.PROMPT.format(q=recovery._questions(ctx)[0].question)))], max_new_tokens=6)[0].tokens) == 6)
+    prompt = recovery._prompts(ctx, recovery._questions(ctx)[:1])[0]
+    assert clean.grade["cut"] == (len(I.generate(m, [prompt], max_new_tokens=6)[0].tokens) == 6)
     ids = pert.gen["inserted_ids"]
     assert len(ids) == 1 and pert.grade["insert_at"] <= 2
-    prompt = recovery.render(m.tokenizer, recovery.user(recovery.PROMPT.format(
-        q=recovery._questions(ctx)[0].question)))
     gen_ids = recovery.greedy(ctx, [prompt], 6)[0].tokens[:pert.grade["insert_at"]]
     lp = next_token_logprobs(m, [Prompt.from_ids(list(prompt.ids) + list(gen_ids), m.tokenizer)])[0]
     size = min(len(m.tokenizer), m.cfg.d_vocab)

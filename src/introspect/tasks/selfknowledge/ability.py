@@ -21,17 +21,21 @@ from pathlib import Path
 from introspect.data import DataError, MCQuestion, load_questions
 from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
+from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
     PREFILL,
     _opt,
     decisions,
+    fmt_variant,
     letter_ids,
+    prompt_format,
     rendered,
     user,
 )
 from introspect.tasks.selfknowledge.parse import parse_letter
 
 PROMPT = "Answer the following question.\n\n{q}\nReply with one letter."
+fewshot.register("ability-mc", "ABCD", fewshot.mc_examples(PROMPT))
 
 
 @lru_cache(maxsize=4)
@@ -56,7 +60,7 @@ def plan(ctx: RunContext) -> list[Trial]:
     order = list(range(len(qs)))
     random.Random(f"ability:{ctx.cfg.seed}").shuffle(order)
     n = int(_opt(ctx, "ability_n", len(qs)))
-    return [Trial("ability", "clean", index=i, variant=stem, params=(("qid", qs[i].id),))
+    return [Trial("ability", "clean", index=i, variant=fmt_variant(ctx, stem), params=(("qid", qs[i].id),))
             for i in sorted(order[:n])]
 
 
@@ -68,7 +72,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     by_id = {q.id: q for q in qs}
     items = [by_id[t.param("qid")] for t in trials]
     letters = "ABCDEFGH"[:max(len(q.options) for q in items)]
-    prompts = rendered(ctx, [user(PROMPT.format(q=q.format()), prefill=PREFILL) for q in items])
+    prompts = rendered(ctx, [user(PROMPT.format(q=q.format()), prefill=PREFILL) for q in items], "ability-mc")
     dec, gens = decisions(ctx, prompts, letter_ids(ctx.model.tokenizer, letters))
     for t, q, p, d, g in zip(trials, items, prompts, dec, gens):
         text = parse_letter(g.text, letters[:len(q.options)])
@@ -77,7 +81,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
                  "choice": d.choice if d else None, "mass": d.mass if d else None,
                  "low_mass": bool(d and d.low_mass), "text_choice": text, "parse_ok": text is not None,
                  "text_correct": text == q.answer}
-        yield ctx.record(t, prompt=p.text, response=g.text, grade=grade)
+        yield ctx.record(t, prompt=p.text, response=g.text, grade=grade, gen={"format": prompt_format(ctx)})
 
 
 def summarize_ability(df):

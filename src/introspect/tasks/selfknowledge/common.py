@@ -21,9 +21,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from introspect.chat import Conversation, Prompt, render
+from introspect.chat import Conversation, Prompt, has_chat_template, render
 from introspect.decode import Generation, Sampling, generate
 from introspect.tasks.base import ConfigError, RunContext
+from introspect.tasks.selfknowledge import fewshot
 
 PREFILL = "Answer:"
 LOW_MASS = 0.5  # a decision with less probability on its allowed answers than this is flagged
@@ -34,8 +35,39 @@ def user(text: str, prefill: str | None = None) -> Conversation:
     return Conversation.of(("user", text), prefill=prefill)
 
 
-def rendered(ctx: RunContext, convs: Sequence[Conversation]) -> list[Prompt]:
-    return [render(ctx.model.tokenizer, c) for c in convs]
+FORMATS = ("auto", "chat", "fewshot")
+
+
+def prompt_format(ctx: RunContext) -> str:
+    """``chat`` (the model's chat template) or ``fewshot`` (worked examples in the seed's
+    "Human: … Assistant:" layout): ``--option format=...``; ``auto`` (default) picks
+    ``fewshot`` exactly when the tokenizer has no chat template."""
+    f = str(_opt(ctx, "format", "auto"))
+    if f not in FORMATS:
+        raise ConfigError(f"option format must be one of {', '.join(FORMATS)}, got {f!r}")
+    if f == "auto":
+        return "chat" if has_chat_template(ctx.model.tokenizer) else "fewshot"
+    return f
+
+
+def fmt_variant(ctx: RunContext, variant: str) -> str:
+    """The variant, marked ``+fewshot`` when that format runs (trial ids and summaries never mix
+    the two formats)."""
+    return variant + "+fewshot" if prompt_format(ctx) == "fewshot" else variant
+
+
+def rendered(ctx: RunContext, convs: Sequence[Conversation], kind: str | None = None) -> list[Prompt]:
+    """Prompts in the run's format: the chat template, or (``fewshot``) the kind's worked
+    examples as earlier turns in the plain "Human: … Assistant:" layout."""
+    if prompt_format(ctx) == "chat":
+        return [render(ctx.model.tokenizer, c) for c in convs]
+    return [render(ctx.model.tokenizer, fewshot.with_examples(kind, c) if kind else c, chat=False)
+            for c in convs]
+
+
+def stops(ctx: RunContext) -> tuple[str, ...]:
+    """Stop strings: a made-up next "Human:" turn ends a few-shot answer."""
+    return fewshot.STOP if prompt_format(ctx) == "fewshot" else ()
 
 
 # ---------------------------------------------------------------- option knobs
@@ -60,6 +92,32 @@ def budget(ctx: RunContext, key: str, floor: int) -> int:
     if v < 1:
         raise ConfigError(f"option {key} must be a positive token count, got {v}")
     return v
+
+
+_BUDGETS: dict[tuple, int] = {}
+_BUDGET_SRC: dict[str, str] = {}
+N_CALIBRATION = 3
+
+
+def calibrated_budget(ctx: RunContext, key: str, prompts: Sequence[Prompt], floor: int, cap: int,
+                      stop: Sequence[str] = ()) -> int:
+    """Token budget of a free-form answer from the model's own answers: ``--option KEY=N`` if
+    given; else the first ``N_CALIBRATION`` prompts (the task passes the same ones whatever
+    the batch, so shards agree) are answered greedily with ``cap`` tokens, and the budget is
+    1.5 × the longest answer that ended, plus 8, kept within [floor, cap] (``cap`` when none
+    ended). ``--option calibrate=false`` uses ``budget(ctx, key, floor)``. Cached per model,
+    format and prompts; the source is recorded in each record's ``gen.budget_source``."""
+    if _opt(ctx, key, None) is not None or not _opt(ctx, "calibrate", True) or not prompts:
+        _BUDGET_SRC[key] = "option" if _opt(ctx, key, None) is not None else "default"
+        return budget(ctx, key, floor)
+    cal = list(prompts)[:N_CALIBRATION]
+    ck = (ctx.fingerprint, key, prompt_format(ctx), floor, cap, tuple(p.ids for p in cal))
+    if ck not in _BUDGETS:
+        gens = greedy(ctx, cal, cap, stop)
+        ended = [len(g.tokens) for g in gens if g.stop_reason != "length"]
+        _BUDGETS[ck] = min(cap, max(floor, math.ceil(1.5 * max(ended)) + 8)) if ended else cap
+    _BUDGET_SRC[key] = "calibrated"
+    return _BUDGETS[ck]
 
 
 def arith_tag(digits: Any, terms: Any, ops: str) -> str:
@@ -104,8 +162,8 @@ def draws(ctx: RunContext, prompts: Sequence[Prompt], keys: Sequence[str], max_n
         return []
     k = n_draws(ctx)
     gens = generate(ctx.model, list(prompts), max_new_tokens=max_new_tokens, sampling=sampling(ctx),
-                    n_samples=k, seeds=[f"{ctx.cfg.seed}:{key}" for key in keys], stop=stop,
-                    batch_size=ctx.cfg.batch_size)
+                    n_samples=k, seeds=[f"{ctx.cfg.seed}:{key}" for key in keys],
+                    stop=tuple(stop) + stops(ctx), batch_size=ctx.cfg.batch_size)
     return [gens[i * k:(i + 1) * k] for i in range(len(prompts))]
 
 
@@ -115,12 +173,13 @@ def greedy(ctx: RunContext, prompts: Sequence[Prompt], max_new_tokens: int,
     distribution, ``first_logprobs``, is the logit reading)."""
     if not prompts:
         return []
-    return generate(ctx.model, list(prompts), max_new_tokens=max_new_tokens, stop=stop,
+    return generate(ctx.model, list(prompts), max_new_tokens=max_new_tokens, stop=tuple(stop) + stops(ctx),
                     batch_size=ctx.cfg.batch_size)
 
 
 def gen_info(ctx: RunContext, **budgets: int) -> dict[str, Any]:
-    return {"sampling": sampling(ctx).to_dict(), "n_draws": n_draws(ctx), "max_new_tokens": budgets}
+    return {"sampling": sampling(ctx).to_dict(), "n_draws": n_draws(ctx), "max_new_tokens": budgets,
+            "format": prompt_format(ctx), "budget_source": {k: _BUDGET_SRC.get(k, "default") for k in budgets}}
 
 
 def cut(g: Generation) -> bool:

@@ -34,18 +34,21 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from introspect.chat import Conversation, render
+from introspect.chat import Conversation
 from introspect.data import DataError, MCQuestion, ShortQuestion, arithmetic_mc, load_questions
 from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
+from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
     PREFILL,
     _knob,
     _opt,
     arith_tag,
     budget,
+    calibrated_budget,
     decisions,
     draws,
+    fmt_variant,
     gen_info,
     greedy,
     letter_ids,
@@ -65,6 +68,18 @@ INTRO = ("Let's play a game. You and a teammate answer questions together. Phase
 PHASE2 = "Phase 1 is over. Phase 2 begins now: answer yourself, or reply T to let your teammate answer."
 REPLY_MC = "Reply with one letter: A, B, C or D to answer, or T to let your teammate answer."
 REPLY_SHORT = "Reply with a short answer, or T to let your teammate answer."
+
+
+fewshot.register("delegate-mc", "ABCD", fewshot.mc_examples(BASELINE_MC))
+fewshot.register("delegate-short", ("s", "s"), [
+    fewshot.Example("s", BASELINE_SHORT.format(q=q), f"Answer: {a}", k) for q, a, k in fewshot.SHORT_BANK])
+# the game: each letter once and T once, so the examples show the format, not a policy
+fewshot.register("game-mc", "BTDAC", fewshot.mc_examples("Game question:\n{q}\n" + REPLY_MC) + [
+    fewshot.Example("T", f"Game question:\n{fewshot.mc_text(q)}\n{REPLY_MC}", "Answer: T", q[3])
+    for q in fewshot.MC_BANK[4:]])
+fewshot.register("game-short", ("s", "T"), [
+    fewshot.Example(lab, f"Game question:\n{q}\n{REPLY_SHORT}", f"Answer: {a if lab == 's' else 'T'}", k)
+    for lab in ("s", "T") for q, a, k in fewshot.SHORT_BANK])
 
 
 def _show(q: Question) -> str:
@@ -97,7 +112,7 @@ def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any
     mc = [q for q in qs if isinstance(q, MCQuestion)]
     short = [q for q in qs if not isinstance(q, MCQuestion)]
     out: dict[str, dict[str, Any]] = {}
-    pm = rendered(ctx, [user(BASELINE_MC.format(q=_show(q)), prefill=PREFILL) for q in mc])
+    pm = rendered(ctx, [user(BASELINE_MC.format(q=_show(q)), prefill=PREFILL) for q in mc], "delegate-mc")
     dec, gens = decisions(ctx, pm, letter_ids(ctx.model.tokenizer, "ABCD"))
     for q, p, d, g in zip(mc, pm, dec, gens):
         text = parse_letter(g.text, "ABCD")
@@ -107,8 +122,9 @@ def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any
                      "text_choice": text, "text_correct": text == q.answer, "parse_ok": text is not None,
                      "prompt": p.text, "response": g.text}
     if short:
-        st = budget(ctx, "short_tokens", 32)
-        ps = rendered(ctx, [user(BASELINE_SHORT.format(q=q.question), prefill=PREFILL) for q in short])
+        ps = rendered(ctx, [user(BASELINE_SHORT.format(q=q.question), prefill=PREFILL) for q in short],
+                      "delegate-short")
+        st = calibrated_budget(ctx, "short_tokens", ps, 16, 64)
         gr = greedy(ctx, ps, st)
         sampled = draws(ctx, ps, [f"delegate:base:{q.id}" for q in short], st)
         judges = judges_for(_opt(ctx, "judge", None))
@@ -244,6 +260,7 @@ def _variant(source: str, acc: float, feedback: bool) -> str:
 def plan(ctx: RunContext) -> list[Trial]:
     accs, fbs = _accuracies(ctx), _feedbacks(ctx)
     stem, hist, game, _ = selection(ctx)
+    stem = fmt_variant(ctx, stem)  # "+fewshot" in the question-set name: never pooled with chat runs
     return [Trial("delegate", "clean", index=i, variant=_variant(stem, acc, fb),
                   params=(("feedback", fb), ("history_len", len(hist)), ("qid", q.id),
                           ("questions", stem), ("teammate_accuracy", acc)))
@@ -263,8 +280,8 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
             hists[key] = phase1(hist, teammate_history(len(hist), key[0], ctx.cfg.seed), key[1], base)
     convs = [game_conversation(hists[(float(t.param("teammate_accuracy")), bool(t.param("feedback")))],
                                by_id[t.param("qid")]) for t in trials]
-    prompts = [render(ctx.model.tokenizer, c) for c in convs]
     mc = all(isinstance(by_id[t.param("qid")], MCQuestion) for t in trials)
+    prompts = rendered(ctx, convs, "game-mc" if mc else "game-short")
     tt = 8 if mc else budget(ctx, "short_tokens", 32)
     dec, gens = decisions(ctx, prompts, letter_ids(ctx.model.tokenizer, "ABCDT" if mc else "T"), tt)
     kept: list[ShortGrade | None] = [None] * len(trials)  # short answers kept: graded in one batch

@@ -23,10 +23,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from introspect.chat import Conversation
 from introspect.data import DataError, MCQuestion, arithmetic_questions, load_questions
 from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
+from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
     PREFILL,
     _knob,
@@ -34,9 +34,11 @@ from introspect.tasks.selfknowledge.common import (
     _opt,
     arith_tag,
     budget,
+    calibrated_budget,
     cut,
     decisions,
     draws,
+    fmt_variant,
     gen_info,
     greedy,
     letter_ids,
@@ -58,6 +60,24 @@ PAIR = ("Here are two questions, each shown with its correct answer:\n\nQuestion
         + _HARDER[0].upper() + _HARDER[1:] + ". Reply with only the letter A or B.")
 ANSWER_ARITH = "{q} Give the final answer as 'Answer: <number>'."
 ANSWER_MC = "{q}\nAnswer with the letter of the correct option."
+
+
+_SHOWN = [f"{fewshot.mc_text(q)}\nCorrect answer: {q[2]}. {q[1]['ABCD'.index(q[2])]}" for q in fewshot.MC_BANK]
+_KEYS = [q[3] for q in fewshot.MC_BANK]
+fewshot.register("difficulty-rank", ("r", "r"), [
+    fewshot.Example("r", RANK.format(qs="\n".join(f"Q{j + 1}: {_SHOWN[i]}" for j, i in enumerate(idx))), order,
+                    tuple(k for i in idx for k in _KEYS[i]))
+    for idx, order in (((0, 1, 2, 3), "Q2, Q1, Q4, Q3"), ((4, 5, 6, 7), "Q1, Q3, Q2, Q4"),
+                       ((1, 3, 5, 7), "Q4, Q2, Q1, Q3"))])
+fewshot.register("difficulty-pair", "ABBA", [
+    fewshot.Example(lab, PAIR.format(a=_SHOWN[i], b=_SHOWN[j]), f"Answer: {lab}", _KEYS[i] + _KEYS[j])
+    for (i, j), lab in (((0, 1), "A"), ((2, 3), "B"), ((4, 5), "B"), ((6, 7), "A"), ((1, 6), "A"), ((3, 4), "B"))])
+fewshot.register("difficulty-mc", "ABCD", fewshot.mc_examples(ANSWER_MC))
+ARITH_EXAMPLES = (("What is 6 + 7 * 3?", "7 * 3 = 21, and 6 + 21 = 27.\nAnswer: 27", ("6 + 7 * 3",)),
+                  ("What is 9 - 4 + 8?", "9 - 4 = 5, and 5 + 8 = 13.\nAnswer: 13", ("9 - 4 + 8",)),
+                  ("What is 5 * 6 - 2?", "5 * 6 = 30, and 30 - 2 = 28.\nAnswer: 28", ("5 * 6 - 2",)))
+fewshot.register("difficulty-arith", ("w", "w"), [fewshot.Example("w", ANSWER_ARITH.format(q=q), a, k)
+                                                  for q, a, k in ARITH_EXAMPLES])
 
 
 @lru_cache(maxsize=8)
@@ -82,7 +102,7 @@ def _source(ctx: RunContext) -> tuple[str, dict[str, Any]]:
     variant, items = _difficulty_items(str(_opt(ctx, "questions", "arithmetic")), ctx.cfg.seed,
                                        _n(ctx, 10), _knob(_opt(ctx, "digits", (1, 3))),
                                        _knob(_opt(ctx, "terms", (2, 3))), str(_opt(ctx, "ops", "+-*")))
-    return (variant + "+prefill" if _opt(ctx, "prefill", False) else variant), items
+    return fmt_variant(ctx, variant + "+prefill" if _opt(ctx, "prefill", False) else variant), items
 
 
 def shown(q: Any) -> str:
@@ -92,10 +112,13 @@ def shown(q: Any) -> str:
     return f"{q.question}\nCorrect answer: {q.answer}"
 
 
-def _answer_conv(q: Any) -> Conversation:
-    if isinstance(q, MCQuestion):
-        return user(ANSWER_MC.format(q=q.format()))
-    return user(ANSWER_ARITH.format(q=q.question))
+def _answer_prompts(ctx: RunContext, qs: Sequence[Any]) -> list:
+    """Each question asked alone, in the run's format (a file's MC items or arithmetic)."""
+    mc = [isinstance(q, MCQuestion) for q in qs]
+    pm = iter(rendered(ctx, [user(ANSWER_MC.format(q=q.format())) for q, m in zip(qs, mc) if m], "difficulty-mc"))
+    pa = iter(rendered(ctx, [user(ANSWER_ARITH.format(q=q.question)) for q, m in zip(qs, mc) if not m],
+                       "difficulty-arith"))
+    return [next(pm) if m else next(pa) for m in mc]
 
 
 def answer_correct(q: Any, text: str) -> bool | None:
@@ -128,15 +151,17 @@ def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Rec
     pre = RANK_PREFILL if _opt(ctx, "prefill", False) else None
     rank_convs = [user(RANK.format(qs="\n".join(f"Q{j + 1}: {shown(q)}" for j, q in enumerate(g))),
                        prefill=pre) for g in groups]
-    p1 = rendered(ctx, rank_convs)
-    g1 = greedy(ctx, p1, budget(ctx, "rank_tokens", 24))
+    p1 = rendered(ctx, rank_convs, "difficulty-rank")
+    rt = budget(ctx, "rank_tokens", 24)
+    g1 = greedy(ctx, p1, rt)
     pair_convs = [user(PAIR.format(a=shown(g[a]), b=shown(g[b])), prefill=PREFILL)
                   for g in groups for i, j in PAIRS for a, b in ((i, j), (j, i))]
-    dec, _ = decisions(ctx, rendered(ctx, pair_convs), letter_ids(ctx.model.tokenizer, "AB"), 1)
+    dec, _ = decisions(ctx, rendered(ctx, pair_convs, "difficulty-pair"), letter_ids(ctx.model.tokenizer, "AB"), 1)
     flat = list(dict.fromkeys(q.id for g in groups for q in g))
     by_id = {q.id: q for g in groups for q in g}
-    at = budget(ctx, "answer_tokens", 160)
-    ap = rendered(ctx, [_answer_conv(by_id[i]) for i in flat])
+    cal = list(items.values())[:3]  # the same calibration questions in every batch
+    at = calibrated_budget(ctx, "answer_tokens", _answer_prompts(ctx, cal), 32, 256)
+    ap = _answer_prompts(ctx, [by_id[i] for i in flat])
     answers = dict(zip(flat, draws(ctx, ap, [f"seb-difficulty:{i}" for i in flat], at)))
     aprompt = dict(zip(flat, ap))
     for k, t in enumerate(trials):
@@ -149,7 +174,7 @@ def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Rec
                                  [[cut(a) for a in gs] for gs in ans], dec[12 * k:12 * k + 12])
         grade.update(question_length=[len(q.question) for q in g], qids=[q.id for q in g], rank_cut=cut(g1[k]))
         yield ctx.record(t, prompt=p1[k].text, response=ranking, grade=grade,
-                         gen=gen_info(ctx, rank=budget(ctx, "rank_tokens", 24), answer=at),
+                         gen=gen_info(ctx, rank=rt, answer=at),
                          extra={"answers": session_log([aprompt[q.id] for q in g],
                                                        [gs[0] for gs in ans]),
                                 "prefill": pre})

@@ -26,14 +26,23 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from introspect.chat import Conversation, render
+from introspect.chat import Conversation
 from introspect.data import MCQuestion
 from introspect.decode import generate
 from introspect.inject import From, InjectionSpec
 from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge import delegate as D
-from introspect.tasks.selfknowledge.common import PREFILL, _opt, decide, letter_ids, rendered, user
+from introspect.tasks.selfknowledge.common import (
+    PREFILL,
+    _opt,
+    decide,
+    fmt_variant,
+    letter_ids,
+    prompt_format,
+    rendered,
+    user,
+)
 from introspect.tasks.selfknowledge.skstats import auroc_point, grouped_folds
 from introspect.vectors import residuals
 
@@ -113,7 +122,8 @@ def probe_for(ctx: RunContext) -> Probe:
         gid = {q.id for q in game}
         train = [q for q in pool if q.id not in gid and isinstance(q, MCQuestion)]
         base = D.baseline(ctx, train)
-        prompts = rendered(ctx, [user(D.BASELINE_MC.format(q=q.format()), prefill=PREFILL) for q in train])
+        prompts = rendered(ctx, [user(D.BASELINE_MC.format(q=q.format()), prefill=PREFILL) for q in train],
+                           "delegate-mc")
         X = torch.stack([r[0, 0] for r in residuals(ctx.model, prompts, [_layer(ctx)], batch_size=ctx.cfg.batch_size)])
         _PROBES[key] = fit_probe(X, [not base[q.id]["correct"] for q in train], _layer(ctx))
     return _PROBES[key]
@@ -129,7 +139,7 @@ def plan(ctx: RunContext) -> list[Trial]:
     acc = D._accuracies(ctx)[0]
     layer, alphas = _layer(ctx), _steer(ctx)
     cells = [("clean", 0.0)] + [(c, a) for c in ("injected", "random") for a in alphas]
-    return [Trial("delegate-probe", cond, index=i, layer=layer, alpha=a, variant=f"{stem}:teammate={acc:g}",
+    return [Trial("delegate-probe", cond, index=i, layer=layer, alpha=a, variant=f"{fmt_variant(ctx, stem)}:teammate={acc:g}",
                   params=(("qid", q.id), ("teammate_accuracy", acc)))
             for cond, a in cells for i, q in enumerate(game) if isinstance(q, MCQuestion)]
 
@@ -145,7 +155,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     turns = D.phase1(hist, D.teammate_history(len(hist), acc, ctx.cfg.seed), False)
     qids = list(dict.fromkeys(t.param("qid") for t in trials))
     convs = {q: _marked(D.game_conversation(turns, by_id[q]), by_id[q]) for q in qids}
-    prompts = {q: render(ctx.model.tokenizer, c) for q, c in convs.items()}
+    prompts = dict(zip(convs, rendered(ctx, list(convs.values()), "game-mc")))
     rand = random_direction(int(ctx.model.cfg.d_model), ctx.cfg.seed)
     specs = []
     for t in trials:
@@ -174,6 +184,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
                  "probe_cv_auroc": probe.cv_auroc, "probe_n": probe.n, "probe_n_wrong": probe.n_wrong,
                  "probe_sd": probe.sd, "parse_ok": d is not None}
         yield ctx.record(t, prompt=p.text, response=g.text, grade=grade, injected=s is not None,
+                         gen={"format": prompt_format(ctx)},
                          alpha_effective=float(t.alpha) * probe.sd, alpha_units="probe_sd",
                          token_positions=f"from:{p.spans['game'][0]}" if s is not None else None)
 

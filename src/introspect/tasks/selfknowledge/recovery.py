@@ -30,12 +30,24 @@ from typing import Any
 
 import torch
 
-from introspect.chat import Prompt, render
+from introspect.chat import Prompt
 from introspect.data import ArithmeticQuestion, arithmetic_questions
 from introspect.decode import Generation, next_token_logprobs
 from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
-from introspect.tasks.selfknowledge.common import _knob, _opt, arith_tag, budget, cut, greedy, user
+from introspect.tasks.selfknowledge import fewshot
+from introspect.tasks.selfknowledge.common import (
+    _knob,
+    _opt,
+    arith_tag,
+    calibrated_budget,
+    cut,
+    fmt_variant,
+    greedy,
+    prompt_format,
+    rendered,
+    user,
+)
 from introspect.tasks.selfknowledge.parse import ANSWER_STATEMENT, final_answer, last_integer
 
 PROMPT = "{q} Think step by step, then give the final answer as 'Answer: <number>'."
@@ -48,8 +60,8 @@ REMARK = re.compile(
 
 
 def _source(ctx: RunContext) -> str:
-    return arith_tag(_knob(_opt(ctx, "digits", 2)), _knob(_opt(ctx, "terms", 2)),
-                     str(_opt(ctx, "ops", "+-")))
+    return fmt_variant(ctx, arith_tag(_knob(_opt(ctx, "digits", 2)), _knob(_opt(ctx, "terms", 2)),
+                                      str(_opt(ctx, "ops", "+-"))))
 
 
 def _questions(ctx: RunContext) -> list[ArithmeticQuestion]:
@@ -76,6 +88,10 @@ def _ints(ctx: RunContext, key: str, default: tuple[int, ...]) -> tuple[int, ...
     return tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else [v]))
 
 
+fewshot.register("recovery", ("w", "w"), [fewshot.Example("w", PROMPT.format(q=q), a, k) for q, a, k in (
+    ("What is 6 + 7 * 3?", "First, 7 * 3 = 21.\nThen 6 + 21 = 27.\nAnswer: 27", ("6 + 7 * 3",)),
+    ("What is 9 - 4 + 8?", "First, 9 - 4 = 5.\nThen 5 + 8 = 13.\nAnswer: 13", ("9 - 4 + 8",)),
+    ("What is 5 * 6 - 2?", "First, 5 * 6 = 30.\nThen 30 - 2 = 28.\nAnswer: 28", ("5 * 6 - 2",)))])
 _RESULT = re.compile(r"=\s*[*_`$\"']*\s*-?\d|\b(?:is|equals|gives|makes|get|results? in)\s+[*_`$\"']*-?\d", re.I)
 _END = re.compile(r"\n|\.(?=\s|$)")
 
@@ -167,10 +183,11 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     trials = list(trials)
     if not trials:
         return
-    tok, at = ctx.model.tokenizer, budget(ctx, "answer_tokens", 160)
-    qs = {q.id: q for q in _questions(ctx)}
+    tok, allq = ctx.model.tokenizer, _questions(ctx)
+    qs = {q.id: q for q in allq}
+    at = calibrated_budget(ctx, "answer_tokens", _prompts(ctx, allq[:3]), 32, 256)
     need = list(dict.fromkeys(t.param("qid") for t in trials))
-    prompts = {i: render(tok, user(PROMPT.format(q=qs[i].question))) for i in need}
+    prompts = dict(zip(need, _prompts(ctx, [qs[i] for i in need])))
     clean = dict(zip(need, greedy(ctx, [prompts[i] for i in need], at)))
     pert = [t for t in trials if t.condition == "perturbed"]
     where = [_position(ctx, clean[t.param("qid")], t.param("insert_after")) for t in pert]
@@ -202,6 +219,10 @@ def _position(ctx: RunContext, clean: Generation, where: str) -> tuple[int, str,
     return m, rule, tok.decode(ids[:m], skip_special_tokens=True)
 
 
+def _prompts(ctx: RunContext, qs: Sequence[ArithmeticQuestion]) -> list[Prompt]:
+    return rendered(ctx, [user(PROMPT.format(q=q.question)) for q in qs], "recovery")
+
+
 def grade_recovery(q: ArithmeticQuestion, response: str, continuation: str) -> dict[str, Any]:
     """Final answer from the whole response's first "Answer: N"; remarks looked for in the
     model's own part after the insertion (the whole response for clean runs)."""
@@ -224,7 +245,7 @@ def _record(ctx: RunContext, t: Trial, q: ArithmeticQuestion, prompt: Prompt, re
                  inserted_text=ctx.model.tokenizer.decode(ins) if ins else "")
     return ctx.record(t, prompt=prompt.text, response=response, grade=grade,
                       gen={"max_new_tokens": budget_, "do_sample": False, "inserted_ids": ins,
-                           "continuation_tokens": len(g.tokens) if ins else None})
+                           "continuation_tokens": len(g.tokens) if ins else None, "format": prompt_format(ctx)})
 
 
 register(TaskSpec("recovery", "Token-injection recovery: random or least-likely tokens inserted "
