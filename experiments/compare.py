@@ -31,6 +31,25 @@ def default_out(dirs: list[Path]) -> Path:
     return Path(os.path.commonpath([str(d.resolve()) for d in dirs])) / "compare.html"
 
 
+def adapter_pair(adapter: Path, models: set[str]) -> str:
+    """"<adapted> vs <base>" for an adapter directory whose two models both have results here."""
+    import json
+
+    meta_file = adapter / "introspect_adapter.json"
+    try:
+        meta = json.loads(meta_file.read_text())
+        tag = str(meta["adapter_hash"])
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{adapter} is not an adapter directory from experiments.train_aware ({type(e).__name__})") from e
+    adapted = next((m for m in sorted(models) if m.endswith("+" + tag.replace(":", "-")[:13])), None)
+    if adapted is None:
+        raise ValueError(f"no results of adapter {tag} here; run python -m experiments.run --adapter {adapter} first")
+    base_name = adapted.rsplit("+", 1)[0]
+    if base_name not in models:
+        raise ValueError(f"no results of the adapter's base model {base_name!r} here; run it into the same --out")
+    return f"{adapted} (adapter {tag} at layer {meta.get('layer')}) vs {base_name}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="python -m experiments.compare", description=__doc__,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="results directories (searched recursively for *.jsonl)")
     ap.add_argument("--out", type=Path, help="HTML file (default: DIR/compare.html)")
     ap.add_argument("--title", default="", help="page title")
+    ap.add_argument("--adapter", action="append", default=[], type=Path, metavar="DIR",
+                    help="an adapter from experiments.train_aware whose base and adapted model must both "
+                         "have results here; the page names it (repeatable)")
     args = ap.parse_args(argv)
     missing = [str(d) for d in args.dirs if not d.is_dir()]
     if missing:
@@ -62,9 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     if trials.empty:
         print("error: the records hold no trials (only run headers)", file=sys.stderr)
         return 2
+    try:
+        pairs = [adapter_pair(d, set(trials["model_id"].dropna())) for d in args.adapter]
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     comp = compare(summarize(trials.reset_index(drop=True)), headers)
     out = args.out or default_out(args.dirs)
-    html = render_compare(comp, title=args.title, source=", ".join(map(str, args.dirs)))
+    title = args.title or "; ".join(pairs)
+    html = render_compare(comp, title=title, source=", ".join(map(str, args.dirs)))
     csv_path = out.with_suffix(".csv")
     atomic_write_text(csv_path, comp.headline.to_csv(index=False))
     atomic_write_text(out, html)

@@ -358,6 +358,8 @@ def main(argv: list[str]) -> int:
                         mem_gb=parse_mem(largs.mem) if largs.mem else None,
                         cpus_per_task=largs.cpus_per_task)
         run_kw = {k: getattr(args, k) for k in ("device", "dtype", "device_map") if getattr(args, k)}
+        if args.adapter:  # shards may run elsewhere (SLURM): an absolute path
+            run_kw["adapter"] = str(Path(args.adapter).expanduser().absolute())
         plan = Launch(s, largs.shards, largs.executor, res, largs.max_retries, largs.parallel, run_kw)
         return launch(plan, wait=largs.wait or largs.executor == "local",
                       progress=not args.no_progress)

@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--device-map", help="e.g. auto: spread one model over all visible GPUs")
     a("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     a("--dtype", help="fp32 | fp16 | bf16 (default per model)")
+    a("--adapter", metavar="DIR", help="LoRA adapter from experiments.train_aware, merged into its base "
+                                       "model (--model defaults to that base); results go to <model>+lora-<hash>")
     a("--no-resume", action="store_true", help="rerun trials already in the results files")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
@@ -234,12 +236,16 @@ def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
 
 def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, progress: bool = True,
                  device_map: str | None = None, device: str | None = None, dtype: str | None = None,
-                 resume: bool = True) -> int:
+                 resume: bool = True, adapter: str | None = None) -> int:
     """Run every model of a settings dict, print summaries, write summary + dashboard. Returns 0."""
     from introspect.models import DEFAULT_MODEL, load_model
     from introspect.runner import run_grid, validate
 
     models = s.get("models") or [DEFAULT_MODEL]
+    if adapter and not s.get("models"):  # an adapter names the base model it was trained on
+        from introspect.train.lora import read_adapter
+
+        models = [read_adapter(adapter)[0]["base_model"]]
     tasks = expand_tasks(s.get("tasks") or list(CORE_TASKS))
     out = Path(s.get("out") or "results")
     cfg0 = task_config(s)
@@ -248,7 +254,7 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
     notes = [f"device_map={device_map}"] if device_map else []
     summaries = []
     for name in models:
-        model = load_model(name, dtype=dtype, device=device, device_map=device_map)
+        model = load_model(name, dtype=dtype, device=device, device_map=device_map, adapter=adapter)
         cfg = task_config(s, model.cfg.n_layers)
         summary = run_grid(model, tasks, cfg, out, shard=shard, resume=resume, progress=progress,
                            notes=notes)
@@ -317,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from_args(args)
         return run_settings(settings, shard=shard, progress=not args.no_progress,
                             device_map=args.device_map, device=args.device, dtype=args.dtype,
-                            resume=not args.no_resume)
+                            resume=not args.no_resume, adapter=args.adapter)
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

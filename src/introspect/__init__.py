@@ -16,6 +16,8 @@ from introspect.decode import (
 from introspect.inject import From, InjectionSpec, injecting
 from introspect.models import DEFAULT_MODEL, load_model, model_info
 from introspect.tasks.base import RunContext, TaskConfig, get_task, run_task
+from introspect.train import TrainConfig
+from introspect.train import train as train_adapter
 from introspect.vectors import (
     ConceptVector,
     VectorBank,
@@ -27,9 +29,9 @@ from introspect.vectors import (
 __all__ = [
     "DEFAULT_MODEL", "ConceptVector", "Conversation", "DecodeStats", "From", "Generation", "InjectionSpec",
     "Prompt", "Sampling", "stream_seed",
-    "RunContext", "TaskConfig", "VectorBank", "build_concept_vector", "build_concept_vectors", "context",
+    "RunContext", "TaskConfig", "TrainConfig", "VectorBank", "build_concept_vector", "build_concept_vectors", "context",
     "generate", "get_task", "inject_once", "injecting", "load_model", "model_info", "next_token_logprobs",
-    "render", "residuals", "run_task", "run_task_a", "run_task_b", "run_task_c", "run_task_d",
+    "render", "residuals", "run_task", "train_adapter", "run_task_a", "run_task_b", "run_task_c", "run_task_d",
 ]
 
 

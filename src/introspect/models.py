@@ -279,6 +279,7 @@ def load_model(
     device: str | None = None,
     device_map: str | dict | None = None,
     attn_implementation: str | None = "auto",
+    adapter: str | Path | None = None,
 ) -> Any:
     """Load a model as a TransformerLens ``TransformerBridge`` in eval mode.
 
@@ -290,7 +291,9 @@ def load_model(
     returned bridge carries ``introspect_info`` (name, fingerprint, notes, model card) and its
     tokenizer at ``.tokenizer``. ``attn_implementation``: ``"auto"`` (sdpa unless the model needs
     eager), ``"sdpa"`` or ``"eager"``; attention-pattern hooks fire under any of them
-    (``introspect.attention``).
+    (``introspect.attention``). ``adapter``: a LoRA directory from ``experiments.train_aware``,
+    merged into the HF weights before the bridge boots (every hook name unchanged); the model then
+    has its own name and fingerprint and its card names the adapter (``introspect.train.lora``).
     """
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -319,6 +322,11 @@ def load_model(
     if not getattr(hf.config, "architectures", None):
         hf.config.architectures = [type(hf).__name__]
     hf.eval()
+    adapter_meta = None
+    if adapter is not None:
+        from introspect.train.lora import merge_into
+
+        adapter_meta = merge_into(hf, adapter, fingerprint)
     # The bridge wraps this HF model in place; the user's TL model is what we return.
     bridge = TransformerBridge.boot_transformers(path, hf_model=hf, tokenizer=tok, dtype=torch_dtype)
     bridge.eval()
@@ -339,6 +347,11 @@ def load_model(
         notes.append(f"quantization at rest: {quant}")
     notes.append(CARD_NOTE + json.dumps(info.card(), sort_keys=True))
     bridge.introspect_info = ModelInfo(**{**asdict(info), "notes": tuple(notes)})
+    if adapter_meta is not None:
+        from introspect.train.lora import adapted_info
+
+        bridge.introspect_info = adapted_info(bridge.introspect_info, adapter_meta)
+        bridge.introspect_adapter = adapter_meta
     return bridge
 
 

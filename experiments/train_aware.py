@@ -1,0 +1,151 @@
+"""Train a LoRA adapter that reports injected thoughts: the instrument's positive control.
+
+    python -m experiments.train_aware --model smollm2-135m-instruct --layer 20 --out adapters/smollm2-L20
+    python -m experiments.run --task A --adapter adapters/smollm2-L20 --layers 20 --alpha-units resid \\
+        --alphas 0.5 --words-file adapters/smollm2-L20/words_heldout.yaml
+
+Trains LoRA on the blocks after --layer only, with the toolkit's injection hooks active in the
+training forward pass and the loss on the answer tokens only. Concepts come from
+concepts/train_words.yaml minus a seeded held-out share; every task-A concept is held out (the split is
+written to OUT/words_train.yaml and OUT/words_heldout.yaml, ready for --words-file). A checkpoint
+is written every --checkpoint-every steps: rerun the same command to resume. OUT receives a plain
+peft adapter, its hash, the base model's fingerprint and the training config
+(introspect_adapter.json, written last). Bad input is one ``error:`` line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from introspect.train.data import PHRASINGS
+    from introspect.train.loop import TrainConfig
+
+    d = TrainConfig(layer=0)
+    ap = _Parser(prog="python -m experiments.train_aware", description=__doc__,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    a = ap.add_argument
+    a("--model", default=None, help="registry name, hub id or local model (default smollm2-135m-instruct)")
+    a("--layer", type=int, help="injection layer (default: two thirds of the depth); LoRA goes on the blocks after it")
+    a("--out", type=Path, help="adapter directory (default adapters/<model>-L<layer>)")
+    a("--steps", type=int, default=d.steps)
+    a("--batch-size", type=int, default=d.batch_size)
+    a("--rank", type=int, default=d.rank, help="LoRA rank")
+    a("--lora-alpha", type=float, default=d.lora_alpha)
+    a("--lr", type=float, default=d.lr)
+    a("--seed", type=int, default=d.seed, help="seeds the concept split, the batches and the adapter's init")
+    a("--strength", type=float, nargs=2, default=d.strength, metavar=("LO", "HI"),
+      help="injection strengths drawn uniformly from [LO, HI], in resid units (x the residual norm)")
+    a("--replay-frac", type=float, default=d.replay_frac, help="share of each batch replaying the base model's answers")
+    a("--heldout-frac", type=float, default=d.heldout_frac, help="share of the training list held out too")
+    a("--phrasings", nargs="+", default=list(d.phrasings), choices=PHRASINGS)
+    a("--checkpoint-every", type=int, default=d.checkpoint_every)
+    a("--words-file", help="targets/baseline YAML (default concepts/words.yaml); every target is held out")
+    a("--train-words-file", help="training words YAML (default concepts/train_words.yaml)")
+    a("--check", type=int, default=6, metavar="N",
+      help="after training, greedy check on N training and N held-out concepts (0 = skip)")
+    a("--no-progress", action="store_true")
+    a("--debug", action="store_true", help="show tracebacks")
+    return ap
+
+
+def _config(args: argparse.Namespace, layer: int):
+    from introspect.train.loop import TrainConfig
+
+    return TrainConfig(layer=layer, steps=args.steps, batch_size=args.batch_size, rank=args.rank,
+                       lora_alpha=args.lora_alpha, lr=args.lr, seed=args.seed, strength=tuple(args.strength),
+                       replay_frac=args.replay_frac, heldout_frac=args.heldout_frac,
+                       phrasings=tuple(args.phrasings), checkpoint_every=args.checkpoint_every,
+                       words_file=args.words_file, train_words_file=args.train_words_file)
+
+
+def _check_out(out: Path, cfg) -> bool:
+    """True if OUT already holds this exact adapter; raises on a directory we must not touch."""
+    from introspect.train.data import TrainDataError
+    from introspect.train.loop import CHECKPOINT
+    from introspect.train.lora import META_FILE
+
+    if out.exists() and not out.is_dir():
+        raise TrainDataError(f"--out {out} is a file, not a directory")
+    if not out.is_dir() or not any(out.iterdir()):
+        return False
+    if (out / META_FILE).is_file():
+        meta = json.loads((out / META_FILE).read_text())
+        if meta.get("training") == cfg.to_dict():
+            return True
+        raise TrainDataError(f"{out} holds an adapter trained with another config; use a new --out")
+    if not (out / CHECKPOINT).is_file() and not (out / "words_train.yaml").is_file():
+        raise TrainDataError(f"--out {out} exists and is not an adapter directory; use a new --out")
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from experiments.settings import USER_ERRORS, quiet_hf
+
+    if args.no_progress or not sys.stderr.isatty():
+        quiet_hf()
+    try:
+        _config(args, 0)  # numbers checked before the (slow) model load
+        from introspect.models import DEFAULT_MODEL, load_model
+        from introspect.runner import model_slug
+        from introspect.train.data import TrainDataError
+
+        name = args.model or DEFAULT_MODEL
+        model = load_model(name)
+        n = int(model.cfg.n_layers)
+        layer = args.layer if args.layer is not None else min(round(2 * n / 3), n - 2)
+        if not 0 <= layer < n - 1:
+            raise TrainDataError(f"--layer {layer} out of range; this model has layers 0..{n - 1} "
+                                 "and LoRA needs at least one block after the injection")
+        cfg = _config(args, layer)
+        out = args.out or Path("adapters") / f"{model_slug(name)}-L{layer}"
+        if _check_out(out, cfg):
+            print(f"{out} already holds this adapter (same config); nothing to do")
+            return 0
+        from introspect.train.loop import train
+
+        summary = train(model, cfg, out, progress=not args.no_progress, model_name=name)
+        print(json.dumps(summary))
+        if args.check:
+            _report_check(model, out, layer, cfg, args.check)
+        print(f"adapter: {out}\nevaluate: python -m experiments.run --task A --adapter {out} --layers {layer} "
+              f"--alpha-units resid --alphas {sum(cfg.strength) / 2:g} --words-file {out}/words_heldout.yaml")
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to resume from the last checkpoint", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if args.debug or not isinstance(e, USER_ERRORS):
+            raise
+        print(f"error: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
+        return 2
+
+
+def _report_check(model, out: Path, layer: int, cfg, n: int) -> None:
+    """Greedy yes-rates with and without injection, on training and held-out concepts."""
+    import yaml
+
+    from introspect.train.check import detection_check
+
+    mid = sum(cfg.strength) / 2
+    for split in ("train", "heldout"):
+        words = yaml.safe_load((out / f"words_{split}.yaml").read_text())["targets"][:n]
+        r = detection_check(model, words, layer, mid)
+        print(f"check {split} (strength {mid:g}, greedy, paper prompt): yes injected {r['yes_injected']:.2f}, "
+              f"yes clean {r['yes_clean']:.2f}, names the concept {r['identified']:.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

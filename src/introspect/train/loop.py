@@ -1,0 +1,368 @@
+"""Train a LoRA adapter to report injected thoughts, with the toolkit's injection hooks active.
+
+Why the toolkit's own hooks: the adapter must learn to notice exactly what task A injects (the
+same ``InjectionSpec``, from the same mark, at the same layer), so a model trained here is a
+positive control for the same instrument. Why gradients start after the injection: LoRA sits only
+on blocks after layer L (the concept vectors at L are then the base model's, exactly), and each
+group of rows runs its shared preamble, which lies before the injection, once without gradients
+and only the rest with them: the forward pass is exact, the backward pass short.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from introspect.inject import From, InjectionSpec, injecting
+from introspect.models import model_info
+from introspect.prompts import load_words
+from introspect.train import data as D
+from introspect.train import lora
+
+MIN_PREFIX = 8  # shorter shared preambles are not worth a separate pass
+CHECKPOINT = "checkpoint.pt"
+LOG = "train_log.jsonl"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides the adapter. Recorded in the adapter's metadata and checkpoints."""
+
+    layer: int
+    steps: int = 240
+    batch_size: int = 8
+    rank: int = 8
+    lora_alpha: float = 16.0
+    lr: float = 2e-3
+    warmup: int = 10
+    seed: int = 0
+    strength: tuple[float, float] = (0.25, 1.0)  # resid units
+    n_trials: int = 10  # "Trial N" numbers drawn from 1..n_trials
+    replay_frac: float = 0.25
+    replay_prompts: int = 24  # how many neutral prompts get a replayed answer
+    replay_tokens: int = 40
+    heldout_frac: float = 0.1  # share of the training word list held out too (targets always are)
+    phrasings: tuple[str, ...] = D.PHRASINGS
+    checkpoint_every: int = 20
+    share_prefix: bool = True
+    words_file: str | None = None
+    train_words_file: str | None = None
+    mix: tuple[tuple[str, float], ...] = D.DEFAULT_MIX
+
+    def __post_init__(self) -> None:
+        bad = []
+        for name in ("steps", "batch_size", "rank", "n_trials", "checkpoint_every", "replay_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                bad.append(f"{name} must be an integer >= 1, got {v!r}")
+        if self.batch_size < 2:
+            bad.append(f"batch_size must be at least 2, got {self.batch_size}")
+        for name in ("lr", "lora_alpha"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                bad.append(f"{name} must be a finite number > 0, got {v!r}")
+        lo, hi = self.strength
+        if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
+            bad.append(f"strength range must satisfy 0 < lo <= hi, got {self.strength}")
+        if not 0 <= self.replay_frac < 1:
+            bad.append(f"replay_frac must be in [0, 1), got {self.replay_frac}")
+        unknown = [p for p in self.phrasings if p not in D.PHRASINGS]
+        if unknown or not self.phrasings:
+            bad.append(f"unknown phrasing {unknown[:1]}; use {', '.join(D.PHRASINGS)}")
+        if bad:
+            raise D.TrainDataError(bad[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self)))
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> TrainConfig:
+        names = {f.name for f in fields(TrainConfig)}
+        kw = {k: v for k, v in d.items() if k in names}
+        for k in ("strength", "phrasings"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
+        if "mix" in kw:
+            kw["mix"] = tuple((str(a), float(b)) for a, b in kw["mix"])
+        return TrainConfig(**kw)
+
+
+@dataclass
+class Plan:
+    """What a run trains on: concepts, their vectors at the layer, residual norms, replay answers."""
+
+    train: list[str]
+    heldout: list[str]
+    baseline: list[str]
+    vectors: dict[str, torch.Tensor]  # unit vectors at cfg.layer
+    resid: dict[str, float]  # mean residual norm from the mark to the prompt's end, per phrasing (trial 1)
+    replay: list[D.ReplayItem]
+
+
+@dataclass
+class StepStats:
+    """Per-run counters the tests read: hook positions fired, rows and tokens with gradient."""
+
+    fired: int = 0
+    rows: int = 0
+    grad_tokens: int = 0
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- preparation
+def prepare(model: Any, cfg: TrainConfig, *, replay: list[D.ReplayItem] | None = None) -> Plan:
+    """Split the concepts, build their vectors at the layer, measure residual norms, replay answers."""
+    from introspect.decode import generate
+    from introspect.vectors import build_concept_vectors, residuals
+
+    words = load_words(cfg.words_file)
+    train_words, replay_prompts = D.load_train_words(cfg.train_words_file)
+    train, held = D.split_concepts(train_words, words.targets, words.baseline, seed=cfg.seed,
+                                   heldout_frac=cfg.heldout_frac)
+    cvs = build_concept_vectors(model, train, [cfg.layer], words.baseline)
+    vectors = {w: cvs[(w, cfg.layer)].vector for w in train}
+    prompts = [D.render(model.tokenizer, D.detection_conv(p, 1)) for p in cfg.phrasings]
+    starts = [pr.spans[D.P.FROM_MARK][0] for pr in prompts]
+    acts = residuals(model, prompts, [cfg.layer], positions=[list(range(s, len(pr))) for s, pr in zip(starts, prompts)])
+    resid = {p: float(a[0].norm(dim=-1).mean()) for p, a in zip(cfg.phrasings, acts)}
+    if replay is None:
+        chosen = list(replay_prompts[:cfg.replay_prompts]) if cfg.replay_frac > 0 else []
+        gens = generate(model, [D.render(model.tokenizer, D.Conversation.of(("user", q))) for q in chosen],
+                        max_new_tokens=cfg.replay_tokens) if chosen else []
+        eos = model.tokenizer.eos_token_id
+        replay = [D.ReplayItem(q, (*g.tokens, *((eos,) if g.stop_reason == "eos" and eos is not None else ())))
+                  for q, g in zip(chosen, gens)]
+        replay = [r for r in replay if r.ids]
+    return Plan(train, held, list(words.baseline), vectors, resid, replay)
+
+
+def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> InjectionSpec | None:
+    """The injection of a row: concept or random direction at strength × the residual norm."""
+    if ex.kind not in D.INJECTED_KINDS:
+        return None
+    norm = ex.strength * plan.resid[ex.phrasing]
+    if ex.kind == "gaussian":
+        g = torch.Generator().manual_seed(int(ex.noise_seed or 0))
+        v = torch.randn(len(next(iter(plan.vectors.values()))), generator=g)
+        v = v / v.norm()
+    else:
+        v = plan.vectors[str(ex.concept)]
+    return InjectionSpec(layer, norm, v, From(enc.from_pos))
+
+
+# ---------------------------------------------------------------- the loss
+def _keeps_logits(model: Any) -> bool:
+    import inspect
+
+    return "logits_to_keep" in inspect.signature(type(model.original_model).forward).parameters
+
+
+def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | None], *,
+               share_prefix: bool = True, stats: StepStats | None = None) -> torch.Tensor:
+    """Mean answer-token cross-entropy per row (a tensor ``[rows]``) under the rows' injections.
+
+    Layout per row: ``[shared prefix | left pad | own tokens]``, as the decode loop lays rows
+    out; the shared prefix (before every row's first injected position) runs once without
+    gradient, its KV cache copied to every row.
+    """
+    from introspect.decode import _new_cache
+
+    hf, dev = model.original_model, model.cfg.device
+    pad = model.tokenizer.pad_token_id or 0
+    g = len(encs)
+    limit = min(min(e.from_pos, len(e.ids) - e.n_answer - 1) for e in encs)
+    lp = 0
+    if share_prefix:
+        first = encs[0].ids
+        while lp < limit and all(e.ids[lp] == first[lp] for e in encs):
+            lp += 1
+        lp = lp if lp >= MIN_PREFIX else 0
+    own = [len(e.ids) - lp for e in encs]
+    w = max(own)
+    offsets = [w - n for n in own]
+    ids = torch.full((g, w), pad, dtype=torch.long)
+    mask = torch.zeros((g, lp + w), dtype=torch.long)
+    mask[:, :lp] = 1
+    for i, e in enumerate(encs):
+        ids[i, offsets[i]:] = torch.tensor(e.ids[lp:], dtype=torch.long)
+        mask[i, lp + offsets[i]:] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = None
+    if lp:
+        with torch.no_grad():
+            cache = _new_cache(model)
+            hf(input_ids=torch.tensor([first[:lp]], device=dev), attention_mask=mask[:1, :lp].to(dev),
+               position_ids=pos[:1, :lp].to(dev), past_key_values=cache, use_cache=True)
+            cache.reorder_cache(torch.zeros(g, dtype=torch.long, device=dev))
+    k = max(e.n_answer for e in encs) + 1
+    kw: dict[str, Any] = dict(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos[:, lp:].to(dev),
+                              past_key_values=cache, use_cache=cache is not None)
+    if _keeps_logits(model):
+        kw["logits_to_keep"] = k
+    with injecting(model, specs, [e.prompt() for e in encs], offsets, lp) as inj:
+        inj.at(lp)
+        logits = hf(**kw).logits[:, -k:-1].float()
+    if stats is not None:
+        stats.fired += sum(inj.fired.values())
+        stats.rows += g
+        stats.grad_tokens += int(mask[:, lp:].sum())
+    target = ids[:, -(k - 1):].to(logits.device)
+    nll = -torch.log_softmax(logits, -1).gather(-1, target[..., None])[..., 0]
+    keep = torch.zeros_like(nll, dtype=torch.bool)
+    for i, e in enumerate(encs):
+        keep[i, -e.n_answer:] = True
+    return (nll * keep).sum(1) / keep.sum(1)
+
+
+def step_loss(model: Any, plan: Plan, cfg: TrainConfig, rows: list[D.Example], *,
+              stats: StepStats | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Mean per-row loss of one step's rows (groups: the detection rows, the replay rows)."""
+    encs = [D.encode(model.tokenizer, ex, plan.replay) for ex in rows]
+    groups: dict[str, list[int]] = {}
+    for i, ex in enumerate(rows):
+        groups.setdefault("replay" if ex.kind == "replay" else "detect", []).append(i)
+    parts, by_kind = [], {}
+    for name, idx in groups.items():
+        sub = [encs[i] for i in idx]
+        losses = group_loss(model, sub, [spec_for(rows[i], encs[i], plan, cfg.layer) for i in idx],
+                            share_prefix=cfg.share_prefix, stats=stats)
+        parts.append(losses)
+        by_kind[name] = float(losses.detach().mean())
+    return torch.cat(parts).mean(), by_kind
+
+
+# ---------------------------------------------------------------- checkpoints
+def _atomic_save(obj: Any, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """Linear warm-up, then cosine decay to a tenth of the peak."""
+    warm = min(1.0, (step + 1) / max(cfg.warmup, 1))
+    return cfg.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / max(cfg.steps, 1))))
+
+
+def loadable_name(model: Any) -> str:
+    """What ``load_model`` takes to load this model again: its registry name, else the path or
+    hub id the HF weights came from (a display name such as a folder's last part is not enough)."""
+    from introspect.models import registry
+
+    name = model_info(model).name
+    if name in registry():
+        return name
+    return str(getattr(model.original_model.config, "_name_or_path", "") or name)
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _words_yaml(targets: list[str], baseline: list[str], note: str) -> str:
+    lines = [f"# {note}", "targets:", *[f"  - {w}" for w in targets], "baseline:", *[f"  - {w}" for w in baseline]]
+    return "\n".join(lines) + "\n"
+
+
+def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = True,
+          stats: StepStats | None = None, model_name: str | None = None) -> dict[str, Any]:
+    """Train (or resume) an adapter into ``out``; returns a summary (losses, seconds, memory).
+
+    A checkpoint (adapter, optimiser, log) is written atomically every ``checkpoint_every``
+    steps; rerunning the same command resumes from it. A checkpoint made with another config or
+    on other weights is refused. The finished adapter, its hash, the base model's fingerprint and
+    the config are saved into ``out`` (``introspect_adapter.json`` written last).
+    """
+    from tqdm.auto import tqdm
+
+    out = Path(out)
+    info = model_info(model)
+    base_fp = info.fingerprint
+    ckpt_path = out / CHECKPOINT
+    ckpt = None
+    if ckpt_path.exists():
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        if ckpt.get("config") != cfg.to_dict() or ckpt.get("base_fingerprint") != base_fp:
+            raise D.TrainDataError(f"{ckpt_path} was made with another config or model; use a new --out")
+    stats = stats if stats is not None else StepStats()
+    t0 = time.perf_counter()
+    plan = prepare(model, cfg, replay=[D.ReplayItem(p, tuple(i)) for p, i in ckpt["replay"]] if ckpt else None)
+    params = lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha, seed=cfg.seed)
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    start = 0
+    if ckpt is not None:
+        lora.load_adapter_state(model, ckpt["adapter"])
+        opt.load_state_dict(ckpt["optim"])
+        start, stats.log = int(ckpt["step"]), list(ckpt["log"])
+    out.mkdir(parents=True, exist_ok=True)
+    note = f"adapter training split (seed {cfg.seed}) for {info.name}; baseline as concepts/words.yaml"
+    _atomic_text(out / "words_train.yaml", _words_yaml(plan.train, plan.baseline, "trained on: " + note))
+    _atomic_text(out / "words_heldout.yaml", _words_yaml(plan.heldout, plan.baseline, "never trained on: " + note))
+    prep_s = time.perf_counter() - t0
+    bar = tqdm(total=cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True,
+               file=sys.stderr, disable=not progress)
+    loop_t0 = time.perf_counter()
+    for step in range(start, cfg.steps):
+        rows = D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
+                               phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
+                               replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(cfg, step)
+        loss, parts = step_loss(model, plan, cfg, rows, stats=stats)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        stats.log.append({"step": step + 1, "loss": round(loss.item(), 5),
+                          **{f"loss_{k}": round(v, 5) for k, v in parts.items()}})
+        bar.set_postfix(loss=f"{stats.log[-1]['loss']:.3f}", refresh=False)
+        bar.update(1)
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+            _atomic_save({"step": step + 1, "adapter": lora.adapter_state(model), "optim": opt.state_dict(),
+                          "log": stats.log, "config": cfg.to_dict(), "base_fingerprint": base_fp,
+                          "replay": [(r.prompt, list(r.ids)) for r in plan.replay]}, ckpt_path)
+    bar.close()
+    loop_s = time.perf_counter() - loop_t0
+    _atomic_text(out / LOG, "".join(json.dumps(r) + "\n" for r in stats.log))
+    summary = {"steps": cfg.steps, "steps_this_run": cfg.steps - start, "seconds_prepare": round(prep_s, 1),
+               "seconds_train": round(loop_s, 1),
+               "seconds_per_step": round(loop_s / max(cfg.steps - start, 1), 3),
+               "peak_rss_mib": round(peak_rss_mib(), 1),
+               "loss_first": stats.log[0]["loss"] if stats.log else None,
+               "loss_last": stats.log[-1]["loss"] if stats.log else None,
+               "n_train_concepts": len(plan.train), "n_heldout_concepts": len(plan.heldout)}
+    meta = {"base_model": model_name or loadable_name(model), "base_name": info.name,
+            "base_fingerprint": base_fp, "training": cfg.to_dict(),
+            "train_concepts": plan.train, "heldout_concepts": plan.heldout, "summary": summary}
+    summary["adapter_hash"] = lora.save_adapter(model, out, layer=cfg.layer, meta=meta)
+    ckpt_path.unlink(missing_ok=True)
+    return summary

@@ -1,0 +1,242 @@
+"""LoRA adapters on the layers after the injection: attach for training, save as a plain peft
+adapter, merge into the HF weights before the bridge boots.
+
+Why merge before the bridge boots: the bridge then wraps an ordinary HF model whose weights carry
+the adapter, so every TransformerLens hook name, the decode loop and the vector cache work as for
+any model. Why save under HF-native module names: the adapter directory is then an ordinary peft
+adapter (``PeftModel.from_pretrained`` loads it on the HF model outside this toolkit too). The
+adapted model's fingerprint is the base fingerprint plus the adapter's hash, so vector caches and
+the results-folder guard keep base and adapter apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from introspect.gguf_files import ModelError
+
+BRIDGE_SEG = "._original_component"  # how the bridge nests each wrapped HF module
+META_FILE = "introspect_adapter.json"  # hash, base model, fingerprint, training config
+WEIGHTS_FILE = "adapter_model.safetensors"
+CONFIG_FILE = "adapter_config.json"
+PEFT_PREFIX = "base_model.model."
+
+
+class AdapterError(ModelError):
+    """An adapter directory that is missing, incomplete, tampered with or for another model."""
+
+
+def _linear_types() -> tuple[type, ...]:
+    from transformers.pytorch_utils import Conv1D
+
+    return (torch.nn.Linear, Conv1D)
+
+
+def hf_name(bridge_name: str) -> str:
+    """A module's name in the plain HF model (the bridge nests originals under ``_original_component``)."""
+    return bridge_name.replace(BRIDGE_SEG, "")
+
+
+def target_modules(model: Any, layers: Iterable[int]) -> list[str]:
+    """Names (inside ``model.original_model``) of every linear map of the given blocks (before
+    any adapter is attached: attaching wraps them)."""
+    hf = model.original_model
+    names = {id(m): n for n, m in hf.named_modules()}
+    out = []
+    for layer in layers:
+        for _, mod in model.blocks[int(layer)].named_modules():
+            if isinstance(mod, _linear_types()) and id(mod) in names:
+                out.append(names[id(mod)])
+    if not out:
+        raise AdapterError(f"found no linear layers to adapt in blocks {list(layers)}")
+    return sorted(dict.fromkeys(out))
+
+
+def lora_config(model: Any, layer: int, rank: int, alpha: float) -> Any:
+    """The peft LoraConfig for every linear map of the blocks after ``layer``."""
+    from peft import LoraConfig
+    from transformers.pytorch_utils import Conv1D
+
+    n = int(model.cfg.n_layers)
+    if not 0 <= layer < n - 1:
+        raise AdapterError(f"layer {layer} leaves no block after it to adapt; this model has layers 0..{n - 1}")
+    names = target_modules(model, range(layer + 1, n))
+    conv = any(isinstance(model.original_model.get_submodule(t), Conv1D) for t in names)
+    return LoraConfig(r=int(rank), lora_alpha=float(alpha), lora_dropout=0.0, bias="none",
+                      target_modules=names,
+                      fan_in_fan_out=conv, task_type="CAUSAL_LM")
+
+
+def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int = 0) -> list[torch.nn.Parameter]:
+    """Freeze the bridge and add trainable LoRA maps to every linear map after ``layer``.
+
+    Returns the trainable parameters (the adapter's and nothing else). LoRA's B starts at zero,
+    so the model computes exactly what it did before until the first update.
+    """
+    from peft import inject_adapter_in_model
+
+    for p in model.parameters():
+        p.requires_grad_(False)
+    cfg = lora_config(model, layer, rank, alpha)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        inject_adapter_in_model(cfg, model.original_model)
+    params = [p for n, p in model.original_model.named_parameters() if "lora_" in n]
+    for n, p in model.original_model.named_parameters():
+        p.requires_grad_("lora_" in n)
+    model.introspect_lora = cfg
+    return params
+
+
+def adapter_state(model: Any) -> dict[str, torch.Tensor]:
+    """The adapter's tensors under peft's saved names for the plain HF model."""
+    out = {}
+    for name, p in model.original_model.named_parameters():
+        if "lora_" in name:
+            key = hf_name(name).replace(".default.", ".")
+            out[PEFT_PREFIX + key] = p.detach().to("cpu", torch.float32).contiguous().clone()
+    if not out:
+        raise AdapterError("this model carries no LoRA adapter (attach one first)")
+    return out
+
+
+def load_adapter_state(model: Any, state: dict[str, torch.Tensor]) -> None:
+    """Copy saved adapter tensors into an attached adapter (checkpoint resume)."""
+    params = {PEFT_PREFIX + hf_name(n).replace(".default.", "."): p
+              for n, p in model.original_model.named_parameters() if "lora_" in n}
+    if set(params) != set(state):
+        raise AdapterError("checkpoint adapter does not match this model's adapter layout")
+    with torch.no_grad():
+        for k, p in params.items():
+            p.copy_(state[k].to(p.dtype))
+
+
+def state_hash(state: dict[str, torch.Tensor], config: dict[str, Any]) -> str:
+    """Hash of the adapter tensors (names, shapes, float32 bytes) and its LoRA settings."""
+    h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+    for k in sorted(state):
+        t = state[k].to(torch.float32).contiguous()
+        h.update(f"{k}:{tuple(t.shape)}".encode())
+        h.update(t.numpy().tobytes())
+    return f"lora:{h.hexdigest()[:16]}"
+
+
+def _hash_config(cfg: Any) -> dict[str, Any]:
+    return {"r": cfg.r, "lora_alpha": cfg.lora_alpha, "target_modules": sorted(cfg.target_modules),
+            "fan_in_fan_out": bool(cfg.fan_in_fan_out)}
+
+
+def _atomic_bytes(path: Path, write: Any) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_adapter(model: Any, out: Path | str, *, layer: int, meta: dict[str, Any]) -> str:
+    """Write the adapter (peft format, HF-native names) and its metadata into ``out``; returns its hash.
+
+    ``meta`` (base model, fingerprint, training config, ...) goes into ``introspect_adapter.json``
+    with the hash. Each file is written atomically; the metadata is removed first and written
+    last, so a directory interrupted mid-save is refused by ``read_adapter`` (and a stale mix of
+    files fails the hash check), never loaded half-written.
+    """
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    import copy
+
+    cfg = model.introspect_lora  # set by attach (its targets carry the bridge's nesting)
+    hf_cfg = copy.deepcopy(cfg)
+    hf_cfg.target_modules = sorted(hf_name(t) for t in cfg.target_modules)
+    hf_cfg.base_model_name_or_path = str(meta.get("base_model", ""))
+    state = adapter_state(model)
+    digest = state_hash(state, _hash_config(hf_cfg))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / META_FILE).unlink(missing_ok=True)
+    _atomic_bytes(out / WEIGHTS_FILE, lambda tmp: save_file(state, tmp))
+    config = json.dumps(hf_cfg.to_dict(), indent=2, sort_keys=True, default=list)
+    _atomic_bytes(out / CONFIG_FILE, lambda tmp: Path(tmp).write_text(config))
+    body = json.dumps({**meta, "adapter_hash": digest, "layer": int(layer), "rank": int(cfg.r),
+                       "lora_alpha": float(cfg.lora_alpha)}, indent=2, sort_keys=True)
+    _atomic_bytes(out / META_FILE, lambda tmp: Path(tmp).write_text(body))
+    return digest
+
+
+def read_adapter(path: Path | str) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]]:
+    """(metadata, tensors, peft config dict) of an adapter directory, its hash checked."""
+    from safetensors.torch import load_file
+
+    d = Path(path).expanduser()
+    missing = [f for f in (META_FILE, WEIGHTS_FILE, CONFIG_FILE) if not (d / f).is_file()]
+    if not d.is_dir() or missing:
+        what = "not a directory" if not d.is_dir() else f"missing {', '.join(missing)}"
+        raise AdapterError(f"{d} is not an adapter directory from experiments.train_aware ({what})")
+    try:
+        meta = json.loads((d / META_FILE).read_text())
+        config = json.loads((d / CONFIG_FILE).read_text())
+        state = load_file(str(d / WEIGHTS_FILE))
+    except (OSError, ValueError) as e:
+        raise AdapterError(f"{d}: unreadable adapter ({' '.join(str(e).split())[:120]})") from e
+    want = meta.get("adapter_hash")
+    got = state_hash(state, {"r": config.get("r"), "lora_alpha": config.get("lora_alpha"),
+                             "target_modules": sorted(config.get("target_modules") or []),
+                             "fan_in_fan_out": bool(config.get("fan_in_fan_out"))})
+    if want != got:
+        raise AdapterError(f"{d}: adapter weights do not match their recorded hash ({want} vs {got})")
+    return meta, state, config
+
+
+def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: str) -> dict[str, Any]:
+    """Merge the adapter at ``path`` into a plain HF model in place; returns its metadata.
+
+    Refuses an adapter trained on other weights (its recorded base fingerprint differs).
+    """
+    from peft import PeftModel
+
+    meta, _, _ = read_adapter(path)
+    if meta.get("base_fingerprint") != base_fingerprint:
+        raise AdapterError(f"adapter {path} was trained on {meta.get('base_model')!r} "
+                           f"(fingerprint {meta.get('base_fingerprint')}), not on this model ({base_fingerprint})")
+    try:
+        peft_model = PeftModel.from_pretrained(hf_model, str(Path(path).expanduser()))
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        raise AdapterError(f"cannot apply adapter {path}: {' '.join(str(e).split())[:160]}") from e
+    peft_model.merge_and_unload()
+    return meta
+
+
+ADAPTER_NOTE = "adapter: "  # prefix of the JSON note carrying the adapter's identity into run headers
+
+
+def adapted_info(info: Any, meta: dict[str, Any]) -> Any:
+    """The ModelInfo of a base model with an adapter merged in: a name and fingerprint of its own
+    (results folders, vector caches and the results guard keep it apart from the base), the card
+    note extended with the adapter, and a note with its hash, base model and training config."""
+    from dataclasses import replace
+
+    from introspect.models import CARD_NOTE
+
+    tag = str(meta["adapter_hash"])
+    name = f"{info.name}+{tag.replace(':', '-')[:13]}"
+    fingerprint = f"{info.fingerprint}+{tag}"
+    ident = {"adapter": tag, "base_model": meta.get("base_model"), "base_fingerprint": meta.get("base_fingerprint"),
+             "layer": meta.get("layer"), "rank": meta.get("rank")}
+    card = {**info.card(), "model": name, "fingerprint": fingerprint, **ident}
+    notes = [n for n in info.notes if not n.startswith(CARD_NOTE)]
+    notes.append(ADAPTER_NOTE + json.dumps({**ident, "training": meta.get("training", {})}, sort_keys=True))
+    notes.append(CARD_NOTE + json.dumps(card, sort_keys=True))
+    return replace(info, name=name, fingerprint=fingerprint, notes=tuple(notes))

@@ -1,0 +1,316 @@
+"""Training an adapter to report injected thoughts (introspect.train), on tiny random models.
+
+One short training run (module fixture) serves the behavioural checks: the loss falls, the
+injection hook fires exactly where the rows inject, the adapter survives save/load bit for bit (up
+to the merge's rounding), and it moves the yes/no answer under injection. Quick tests cover
+gradients, resume, the shared-prefix pass, the data split and bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from introspect.decode import next_token_logprobs
+from introspect.grading import word_match
+from introspect.models import ModelError, load_model, model_info
+from introspect.prompts import load_words
+from introspect.train import data as D
+from introspect.train import loop as L
+from introspect.train import lora
+
+WORDS = ["pencil", "lemon", "bottle", "rabbit", "cabin", "piano", "tiger", "apple", "horse", "candle"]
+
+
+@pytest.fixture(scope="module")
+def words_file(tmp_path_factory) -> str:
+    p = tmp_path_factory.mktemp("words") / "train_words.yaml"
+    p.write_text(yaml.safe_dump({"words": WORDS, "replay_prompts": ["Say hi.", "Count to three."]}))
+    return str(p)
+
+
+def tiny_cfg(words_file: str, **kw) -> L.TrainConfig:
+    base = dict(layer=1, steps=40, batch_size=8, lr=1e-2, rank=8, warmup=2, replay_prompts=2, replay_tokens=6,
+                checkpoint_every=1000, phrasings=("short",), strength=(0.5, 1.0), heldout_frac=0.0, n_trials=2,
+                train_words_file=words_file, mix=(("positive", 0.5), ("clean", 0.5)), replay_frac=0.25)
+    return L.TrainConfig(**{**base, **kw})
+
+
+def yes_minus_no(model, plan: L.Plan, layer: int, words: list[str]) -> tuple[float, float]:
+    """Mean first-token log P(Yes) − log P(No) on the detection prompt: (injected, clean)."""
+    tok = model.tokenizer
+    yes, no = (tok(w, add_special_tokens=False)["input_ids"][0] for w in ("Yes", "No"))
+    p = D.render(tok, D.detection_conv("short", 1))
+    inj, clean = [], []
+    for w in words:
+        ex = D.Example("positive", "short", 1, w, None, 0.75)
+        spec = L.spec_for(ex, D.Encoded(ex, p.ids, 0, p.spans["from"][0]), plan, layer)
+        lp = next_token_logprobs(model, [p, p], [spec, None])
+        inj.append(float(lp[0, yes] - lp[0, no]))
+        clean.append(float(lp[1, yes] - lp[1, no]))
+    return sum(inj) / len(inj), sum(clean) / len(clean)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_dir, words_file, tmp_path_factory):
+    """A fresh tiny llama trained for 40 steps (the session's shared tiny model stays untouched)."""
+    model = load_model(str(tiny_dir("llama")))
+    cfg = tiny_cfg(words_file)
+    plan = L.prepare(model, cfg)
+    before = yes_minus_no(model, plan, cfg.layer, plan.train[:6])
+    base_fp = model_info(model).fingerprint
+    stats = L.StepStats()
+    out = tmp_path_factory.mktemp("adapter") / "a"
+    summary = L.train(model, cfg, out, progress=False, stats=stats)
+    return {"model": model, "cfg": cfg, "plan": plan, "before": before, "stats": stats, "out": out,
+            "summary": summary, "base_fp": base_fp}
+
+
+def test_loss_falls(trained):
+    losses = [r["loss"] for r in trained["stats"].log]
+    assert len(losses) == 40
+    assert sum(losses[-8:]) / 8 < sum(losses[:8]) / 8 - 0.3
+
+
+def test_hook_fires_on_exactly_the_injected_positions(trained, words_file):
+    """Every injected row adds its vector from the mark through its last answer token, and no
+    other position: the count over the whole run equals the rows' own arithmetic."""
+    cfg, plan = trained["cfg"], trained["plan"]
+    tok = trained["model"].tokenizer
+    expected = 0
+    for step in range(cfg.steps):
+        rows = D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
+                               phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
+                               replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix)
+        for ex in rows:
+            if ex.kind in D.INJECTED_KINDS:
+                enc = D.encode(tok, ex, plan.replay)
+                expected += len(enc.ids) - enc.from_pos
+    assert expected > 0
+    assert trained["stats"].fired == expected
+
+
+def test_adapter_moves_the_answer_under_injection(trained):
+    """Before training the injected and clean prompts lean the same way; after it the injected
+    one leans to "Yes" by a clear margin more than the clean one, on training concepts."""
+    model, plan, cfg = trained["model"], trained["plan"], trained["cfg"]
+    inj0, clean0 = trained["before"]
+    inj1, clean1 = yes_minus_no(model, plan, cfg.layer, plan.train[:6])
+    assert (inj1 - clean1) - (inj0 - clean0) > 0.15
+
+
+def test_save_load_identical_logits_and_own_identity(trained, tiny_dir):
+    model, out = trained["model"], trained["out"]
+    loaded = load_model(str(tiny_dir("llama")), adapter=out)
+    p = D.render(model.tokenizer, D.detection_conv("short", 1))
+    ids = torch.tensor([p.ids])
+    with torch.no_grad():
+        a, b = model(ids), loaded(ids)
+    assert torch.allclose(a, b, atol=1e-4), float((a - b).abs().max())
+    base = load_model(str(tiny_dir("llama")))
+    with torch.no_grad():
+        assert not torch.allclose(base(ids), b, atol=1e-3)  # the adapter does change the model
+    info, meta = model_info(loaded), json.loads((out / lora.META_FILE).read_text())
+    assert info.fingerprint == f"{trained['base_fp']}+{meta['adapter_hash']}" != trained["base_fp"]
+    assert info.name.endswith("+" + meta["adapter_hash"].replace(":", "-")[:13])
+    card = json.loads(next(n for n in info.notes if n.startswith("model card: "))[len("model card: "):])
+    assert card["adapter"] == meta["adapter_hash"] and card["fingerprint"] == info.fingerprint
+    note = json.loads(next(n for n in info.notes if n.startswith(lora.ADAPTER_NOTE))[len(lora.ADAPTER_NOTE):])
+    assert note["training"]["steps"] == 40 and note["layer"] == 1
+    _, cache_a = base.run_with_cache(ids)
+    _, cache_b = loaded.run_with_cache(ids)
+    assert set(cache_a.keys()) == set(cache_b.keys())  # every TL hook name still fires
+    # the adapter dir is a plain peft adapter on HF-native module names
+    cfg = json.loads((out / lora.CONFIG_FILE).read_text())
+    assert cfg["target_modules"] and all("_original_component" not in t for t in cfg["target_modules"])
+    assert all(".layers.2." in t or ".layers.3." in t for t in cfg["target_modules"])
+
+
+def test_gradients_reach_the_adapter_and_nothing_else(tiny_dir, words_file):
+    model = load_model(str(tiny_dir("llama")))
+    cfg = tiny_cfg(words_file, steps=1)
+    plan = L.prepare(model, cfg)
+    params = lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha)
+    names = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert names and all("lora_" in n for n in names) and len(params) == len(names)
+    assert all(".layers.2." in n or ".layers.3." in n for n in names)  # only blocks after layer 1
+    with torch.no_grad():  # B starts at 0 (no gradient reaches A yet): nudge it to see both
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.01)
+    rows = D.step_examples(0, seed=0, batch_size=8, train=plan.train, phrasings=cfg.phrasings,
+                           strength=cfg.strength, n_trials=2, replay_frac=0.25, n_replay=len(plan.replay),
+                           mix=cfg.mix)
+    loss, _ = L.step_loss(model, plan, cfg, rows)
+    loss.backward()
+    for n, p in model.named_parameters():
+        if "lora_" in n:
+            assert p.grad is not None and float(p.grad.abs().sum()) > 0, n
+        else:
+            assert p.grad is None, n
+
+
+def test_shared_prefix_pass_is_exact(tiny_dir, words_file):
+    """Running the shared preamble once without gradient gives the same losses as full rows."""
+    model = load_model(str(tiny_dir("llama")))
+    cfg = tiny_cfg(words_file, phrasings=("paper",))
+    plan = L.prepare(model, cfg, replay=[])
+    rows = [D.Example("positive", "paper", 3, "lemon", None, 0.8, answer=D.YES.format(word="lemon")),
+            D.Example("clean", "paper", 1, answer=D.NO),
+            D.Example("gaussian", "paper", 2, None, None, 0.6, 7, D.NO)]
+    encs = [D.encode(model.tokenizer, ex) for ex in rows]
+    specs = [L.spec_for(ex, e, plan, cfg.layer) for ex, e in zip(rows, encs)]
+    stats = L.StepStats()
+    with torch.no_grad():
+        shared = L.group_loss(model, encs, specs, share_prefix=True, stats=stats)
+        full = L.group_loss(model, encs, specs, share_prefix=False)
+    assert torch.allclose(shared, full, atol=1e-4), (shared, full)
+    assert stats.grad_tokens < sum(len(e.ids) for e in encs) / 2  # most of the preamble ran without grad
+
+
+def test_resume_from_checkpoint_gives_the_same_adapter(tiny_dir, words_file, tmp_path, monkeypatch):
+    cfg = tiny_cfg(words_file, steps=6, checkpoint_every=2)
+    ref = L.train(load_model(str(tiny_dir("llama"))), cfg, tmp_path / "ref", progress=False)
+    real = L.step_loss
+    calls = {"n": 0}
+
+    def dying(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(L, "step_loss", dying)
+    with pytest.raises(KeyboardInterrupt):
+        L.train(load_model(str(tiny_dir("llama"))), cfg, tmp_path / "b", progress=False)
+    assert (tmp_path / "b" / L.CHECKPOINT).is_file() and not (tmp_path / "b" / lora.META_FILE).exists()
+    monkeypatch.setattr(L, "step_loss", real)
+    again = L.train(load_model(str(tiny_dir("llama"))), cfg, tmp_path / "b", progress=False)
+    assert again["steps_this_run"] == 2
+    assert again["adapter_hash"] == ref["adapter_hash"]
+    assert not (tmp_path / "b" / L.CHECKPOINT).exists()
+
+
+def test_adapter_refused_when_tampered_or_for_other_weights(trained, tiny_dir, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(trained["out"], bad)
+    meta = json.loads((bad / lora.META_FILE).read_text())
+    (bad / lora.META_FILE).write_text(json.dumps({**meta, "base_fingerprint": "sha256:0000"}))
+    with pytest.raises(ModelError, match="was trained on"):
+        load_model(str(tiny_dir("llama")), adapter=bad)
+    (bad / lora.META_FILE).write_text(json.dumps({**meta, "adapter_hash": "lora:0000"}))
+    with pytest.raises(ModelError, match="do not match their recorded hash"):
+        load_model(str(tiny_dir("llama")), adapter=bad)
+    with pytest.raises(ModelError, match="not an adapter directory"):
+        load_model(str(tiny_dir("llama")), adapter=tmp_path / "nowhere")
+
+
+def test_split_holds_out_every_target_and_training_list_is_clean():
+    words = load_words()
+    train_words, replay = D.load_train_words()
+    assert len(train_words) >= 200 and len(replay) >= 10
+    clash = [w for w in train_words for t in (*words.targets, *words.baseline) if word_match(w, t)]
+    assert clash == []
+    train, held = D.split_concepts(train_words, words.targets, words.baseline, seed=0, heldout_frac=0.1)
+    assert set(words.targets) <= set(held) and not set(train) & set(held)
+    assert len(train) >= 200 and len(held) == len(words.targets) + round(0.1 * len(train_words))
+    again, _ = D.split_concepts(train_words, words.targets, words.baseline, seed=0, heldout_frac=0.1)
+    other, _ = D.split_concepts(train_words, words.targets, words.baseline, seed=1, heldout_frac=0.1)
+    assert again == train and other != train
+    text = (Path(__file__).resolve().parents[1] / "concepts" / "train_words.yaml").read_text()
+    header = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert "WordNet 3.0 Copyright 2006 by Princeton University" in header  # the licence's notice
+
+
+def test_step_rows_are_balanced_and_deterministic():
+    kw = dict(seed=3, batch_size=8, train=WORDS, phrasings=D.PHRASINGS, strength=(0.2, 0.9), n_trials=5,
+              replay_frac=0.25, n_replay=4)
+    assert D.step_examples(7, **kw) == D.step_examples(7, **kw)
+    rows = [r for s in range(400) for r in D.step_examples(s, **kw)]
+    det = [r for r in rows if r.kind != "replay"]
+    assert len(rows) - len(det) == 400 * 2
+    yes = sum(r.answer.startswith("Yes") for r in det) / len(det)
+    assert 0.45 < yes < 0.55
+    assert all(0.2 <= r.strength <= 0.9 for r in det if r.kind in D.INJECTED_KINDS)
+    assert all(r.claimed and r.claimed != r.concept for r in det if r.kind == "mismatch")
+    conv = D.detection_conv("paper", 4, claim="lemon")
+    assert "I am injecting a thought about lemon" in conv.messages[-1]["content"]
+    assert conv.marks["from"] == "\n\nTrial 4"
+
+
+def test_wordnet_rule_on_a_tiny_excerpt():
+    from introspect.train.wordlist import concrete_nouns
+
+    index = ["lamp n 1 1 @ 1 1 00000001  ", "europe n 1 1 @ 1 1 00000002  ", "idea n 1 1 @ 1 1 00000003  ",
+             "run n 1 1 @ 1 1 00000004  "]
+    data = ["00000001 06 n 01 lamp 0 000 | a light", "00000002 15 n 01 Europe 0 000 | a place",
+            "00000003 09 n 01 idea 0 000 | a thought", "00000004 06 n 01 run 0 000 | a thing"]
+    cnt = ["lamp%1:06:00:: 1 9", "europe%1:15:00:: 1 50", "idea%1:09:00:: 1 40", "run%1:06:00:: 1 5",
+           "run%2:38:00:: 1 60"]
+    assert concrete_nouns(index, data, cnt) == [("lamp", 9)]  # Europe: a name; idea: abstract; run: a verb
+
+
+def test_cli_bad_input_is_one_line_and_writes_nothing(tiny_dir, tmp_path, capsys):
+    from experiments import train_aware
+
+    model_dir = str(tiny_dir("llama"))
+    capsys.readouterr()  # the fixture's own output, if it just saved the model
+    out = tmp_path / "never"
+    for argv in (["--steps", "0"], ["--layer", "3"], ["--strength", "1", "0.5"], ["--lr", "nan"]):
+        assert train_aware.main(["--model", model_dir, "--out", str(out), "--no-progress", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err, err
+        assert not out.exists()
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("mine")
+    assert train_aware.main(["--model", model_dir, "--out", str(junk), "--no-progress"]) == 2
+    assert "not an adapter directory" in capsys.readouterr().err
+    assert sorted(p.name for p in junk.iterdir()) == ["notes.txt"]
+
+
+def test_run_and_compare_with_adapter_side_by_side(trained, tiny_dir, tmp_path, capsys):
+    """``experiments.run --adapter`` writes the adapted model beside its base (own folder, own
+    fingerprint, adapter in the header); ``experiments.compare --adapter`` names the pair."""
+    from experiments import compare, run
+
+    out, adapter = tmp_path / "results", trained["out"]
+    common = ["--task", "A", "--layers", "1", "--alphas", "0.75", "--alpha-units", "resid", "--n-concepts", "2",
+              "--max-new-tokens", "4", "--option", "n_bias=1", "--variant", "paper", "--out", str(out), "--no-progress"]
+    assert run.main(["--model", str(tiny_dir("llama")), *common]) == 0
+    assert run.main(["--adapter", str(adapter), *common]) == 0  # --model defaults to the adapter's base
+    meta = json.loads((adapter / lora.META_FILE).read_text())
+    folders = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert folders == ["llama", "llama+" + meta["adapter_hash"].replace(":", "-")[:13]]
+    header = json.loads((out / folders[1] / "A.jsonl").read_text().splitlines()[0])
+    assert header["fingerprint"].endswith("+" + meta["adapter_hash"])
+    assert any(n.startswith(lora.ADAPTER_NOTE) for n in header["notes"])
+    capsys.readouterr()
+    assert compare.main([str(out), "--adapter", str(adapter)]) == 0
+    html = (out / "compare.html").read_text()
+    assert f"adapter {meta['adapter_hash']} at layer 1" in html
+    assert compare.main([str(out / "llama"), "--adapter", str(adapter)]) == 2  # the adapted run is elsewhere
+    assert "no results of adapter" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_real_model_learns_to_report_injection_on_training_concepts(default_model, tmp_path):
+    """A reduced run on the embedded default (SmolLM2-135M, layer 20 of 30): afterwards it says
+    yes under injection and no on clean prompts, on training concepts (greedy; the report's
+    intervals come from ``experiments.run --task A --adapter``)."""
+    from introspect.train.check import detection_check
+
+    model = load_model("smollm2-135m-instruct")  # a fresh copy: training attaches LoRA in place
+    cfg = L.TrainConfig(layer=20, steps=60, phrasings=("paper", "short"), replay_prompts=8)
+    summary = L.train(model, cfg, tmp_path / "a", progress=False)
+    assert summary["loss_last"] < summary["loss_first"]
+    train_words = yaml.safe_load((tmp_path / "a" / "words_train.yaml").read_text())["targets"][::36][:8]
+    checks = [detection_check(model, train_words, 20, 0.6, trial=t) for t in (1, 2, 3)]
+    yes_inj = sum(c["yes_injected"] for c in checks) / 3
+    yes_clean = sum(c["yes_clean"] for c in checks) / 3
+    assert yes_inj - yes_clean >= 0.5, (yes_inj, yes_clean, checks[0]["answers"], checks[0]["clean_answer"])
