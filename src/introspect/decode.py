@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,51 +30,23 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from introspect import devices
 from introspect.chat import Prompt
 from introspect.inject import InjectionError, RowSpecs, first_injected, injecting, spec_key
+from introspect.sampling import (  # noqa: F401  (re-exported: the public names live here too)
+    GREEDY,
+    Sampling,
+    SamplingError,
+    check_stops,
+    choose,
+    resolve_sampling,
+    stream_seed,
+)
 from introspect.stopping import Tails, cut_at_stop
 from introspect.stopping import eos_ids as _eos_ids
 
 MIN_SHARED_PREFIX = 8  # shorter shared prefixes are not worth an extra forward call
 COMPACT_SHARE = 0.25  # finished rows idle in the batch until this share of it is idle, then one compaction
-
-
-class SamplingError(ValueError):
-    """A sampling setting outside its range (reported as one line, exit 2, by the CLIs)."""
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How to pick each token. ``temperature == 0`` is greedy; ``top_k == 0`` and ``top_p == 1`` are off."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-
-    def __post_init__(self) -> None:
-        t, p, k = self.temperature, self.top_p, self.top_k
-        if not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-            raise SamplingError(f"temperature must be a finite number >= 0 (0 = greedy), got {t}")
-        if not isinstance(p, (int, float)) or not (0 < p <= 1):
-            raise SamplingError(f"top_p must be in (0, 1], got {p}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise SamplingError(f"top_k must be an integer >= 0 (0 = off), got {k}")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"temperature": float(self.temperature), "top_p": float(self.top_p), "top_k": int(self.top_k),
-                "do_sample": not self.greedy}
-
-
-GREEDY = Sampling()
-
-
-def stream_seed(key: str | int, sample: int = 0) -> int:
-    """The RNG seed of output row (key, sample): a stable 63-bit hash, independent of batching."""
-    return int.from_bytes(hashlib.sha256(f"{key}:{sample}".encode()).digest()[:8], "big") >> 1
 
 
 @dataclass(frozen=True)
@@ -106,49 +77,17 @@ class DecodeStats:
     shared_prefix: list[int] = field(default_factory=list)
     tokens_computed: int = 0
     compactions: int = 0  # times finished rows were dropped from a batch's KV cache
+    batches: list[int] = field(default_factory=list)  # rows per batch actually run
+    oom_halvings: list[int] = field(default_factory=list)  # batch sizes that ran out of memory
 
     def add_fired(self, fired: dict[str, int]) -> None:
         for k, v in fired.items():
             self.fired[k] = self.fired.get(k, 0) + v
 
 
-def check_stops(stop: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(stop, str):
-        stop = (stop,)
-    bad = [s for s in stop if not isinstance(s, str) or s == ""]
-    if bad:
-        raise SamplingError(f"stop strings must be non-empty strings, got {bad[0]!r}")
-    return tuple(stop)
-
-
 def eos_ids(model: Any) -> set[int]:
     """Tokens that end a row: config, tokenizer, generation_config and end-of-turn (``introspect.stopping``)."""
     return set(_eos_ids(model))
-
-
-# ---------------------------------------------------------------- token choice
-def _uniforms(gens: Sequence[torch.Generator | None], device: Any) -> Tensor:
-    """One draw per row from its own (CPU) stream, then to the device: b floats cross, nothing else."""
-    return torch.tensor([float(torch.rand((), generator=g)) if g is not None else 0.0 for g in gens], device=device)
-
-
-def choose(logits: Float[Tensor, "b vocab"], sampling: Sampling, gens: Sequence[torch.Generator | None]) -> Int[Tensor, " b"]:
-    """Next token per row, on the logits' device. Each row draws one uniform number from its own
-    generator (inverse CDF), so its choice depends only on its own logits and stream."""
-    if sampling.greedy:
-        return logits.argmax(-1)
-    x = logits.float() / sampling.temperature
-    if sampling.top_k:
-        kth = x.topk(min(sampling.top_k, x.shape[-1]), dim=-1).values[:, -1:]
-        x = x.masked_fill(x < kth, float("-inf"))
-    probs = torch.softmax(x, dim=-1)
-    if sampling.top_p < 1:
-        sp, idx = probs.sort(dim=-1, descending=True)
-        drop = (sp.cumsum(-1) - sp) >= sampling.top_p  # keep the smallest set reaching top_p
-        probs = probs.scatter(-1, idx, sp.masked_fill(drop, 0.0))
-    cdf = probs.cumsum(-1)
-    u = _uniforms(gens, logits.device) * cdf[:, -1]
-    return torch.searchsorted(cdf, u[:, None]).squeeze(-1).clamp_(max=logits.shape[-1] - 1)
 
 
 # ---------------------------------------------------------------- the model call
@@ -326,17 +265,6 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
 
 
 # ---------------------------------------------------------------- public API
-def resolve_sampling(sampling: Sampling | None = None, *, temperature: float | None = None, top_p: float | None = None,
-                     top_k: int | None = None, do_sample: bool | None = None) -> Sampling:
-    """A ``Sampling`` from loose keywords (``do_sample=False`` forces greedy, as in transformers)."""
-    if sampling is not None:
-        return sampling
-    t = temperature if temperature is not None else (1.0 if do_sample else 0.0)
-    if do_sample is False:
-        t = 0.0
-    return Sampling(float(t), 1.0 if top_p is None else top_p, 0 if top_k is None else top_k)
-
-
 def generate(
     model: Any,
     prompts: Sequence[Prompt],
@@ -368,6 +296,8 @@ def generate(
     streams. ``min_new_tokens`` forbids the end-of-sequence token before that many tokens (equal
     work for timing, as in transformers). ``stop`` strings end a row and are cut from its text; ``logprob_steps`` and
     ``capture_after`` keep full next-token distributions at those steps / after those markers.
+    ``batch_size`` is an upper bound: a batch is as large as fits in free memory
+    (``introspect.devices.fit_batch``), and one that runs out of memory is halved and redone.
     """
     sampling = resolve_sampling(sampling, temperature=temperature, top_p=top_p, top_k=top_k, do_sample=do_sample)
     stops = check_stops(stop)
@@ -393,8 +323,13 @@ def generate(
     rows = [(i, k) for i in range(len(prompts)) for k in range(n_samples)]
     order = sorted(range(len(rows)), key=lambda r: (prompts[rows[r][0]].ids, rows[r]))
     out: list[Generation | None] = [None] * len(rows)
-    for lo in range(0, len(order), batch_size):
-        chunk = order[lo:lo + batch_size]
+    st = stats if stats is not None else DecodeStats()
+    longest = max((len(p) for p in prompts), default=0) + max_new_tokens
+    size = min(batch_size, getattr(model, "introspect_batch_cap", batch_size),
+               devices.fit_batch(model, longest, cap=batch_size))
+    lo = 0
+    while lo < len(order):
+        chunk = order[lo:lo + size]
         unit_of: dict[tuple, int] = {}
         units: list[tuple[Prompt, RowSpecs]] = []
         row_unit = []
@@ -406,11 +341,22 @@ def generate(
                 units.append((prompts[i], injections[i]))
             row_unit.append(unit_of[key])
         row_seeds = [None if sampling.greedy else stream_seed(keys[rows[r][0]], rows[r][1]) for r in chunk]
-        res = _run_batch(model, units, row_unit, row_seeds, [rows[r][1] for r in chunk], sampling=sampling,
-                         max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, stops=stops, steps=set(logprob_steps), markers=markers,
-                         use_cache=use_cache, share=share_prefix, stats=stats if stats is not None else DecodeStats())
+        try:
+            res = _run_batch(model, units, row_unit, row_seeds, [rows[r][1] for r in chunk], sampling=sampling,
+                             max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, stops=stops,
+                             steps=set(logprob_steps), markers=markers, use_cache=use_cache, share=share_prefix, stats=st)
+        except Exception as e:  # out of memory: halve the batch and redo this chunk; finished chunks stay
+            if not devices.is_oom(e) or size == 1:
+                raise
+            devices.release()
+            st.oom_halvings.append(size)
+            size = max(1, size // 2)
+            model.introspect_batch_cap = size  # later calls on this model start from what fitted
+            continue
+        st.batches.append(len(chunk))
         for r, g in zip(chunk, res):
             out[r] = g
+        lo += len(chunk)
     return out  # type: ignore[return-value]
 
 

@@ -81,3 +81,94 @@ def describe(model: Any) -> dict[str, Any]:
         out["device"] = "cpu"
         out["cpu_count"] = os.cpu_count()
     return out
+
+
+# ---------------------------------------------------------------- batch size from free memory
+CPU_MAX_BATCH = 16  # on a CPU a step is compute-bound: past ~16 rows a bigger batch buys little
+GPU_MAX_BATCH = 256
+BATCH_HEADROOM = 0.8  # share of free memory a batch may plan to take
+
+
+def kv_bytes_per_token(model: Any) -> int:
+    """Bytes of KV cache one token adds: K and V, every layer, every KV head (from the config)."""
+    c = model.cfg
+    kv_heads = getattr(c, "n_key_value_heads", None) or c.n_heads
+    return 2 * int(c.n_layers) * int(kv_heads) * int(c.d_head) * _dtype_bytes(model)
+
+
+def _dtype_bytes(model: Any) -> int:
+    return next(model.original_model.parameters()).element_size()
+
+
+def row_bytes(model: Any, tokens: int) -> int:
+    """Memory one batch row needs at ``tokens`` tokens: its KV cache, one layer's activations
+    (only one layer's are alive at a time without gradients) and its last-position logits with
+    the few float32 copies sampling makes."""
+    c = model.cfg
+    d_mlp = getattr(c, "d_mlp", None) or 4 * c.d_model
+    act = tokens * (8 * int(c.d_model) + 3 * int(d_mlp)) * _dtype_bytes(model)
+    return tokens * kv_bytes_per_token(model) + act + 4 * 4 * int(c.d_vocab)
+
+
+def _meminfo_available() -> int:
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def free_bytes(model: Any) -> tuple[int, str]:
+    """Free memory where the model's KV cache lives: the tightest GPU it spans times the number
+    of GPUs (layers are spread about evenly), or the host's available RAM."""
+    devs = sorted({p.device for p in model.original_model.parameters()}, key=str)
+    gpus = [d for d in devs if d.type == "cuda"]
+    if gpus:
+        free = [torch.cuda.mem_get_info(d)[0] for d in gpus]
+        return min(free) * len(gpus), f"{len(gpus)} GPU(s), tightest {min(free) / GiB:.1f} GiB free"
+    return _meminfo_available(), "host RAM available"
+
+
+def fit_batch(model: Any, tokens: int, cap: int | None = None) -> int:
+    """Rows of ``tokens`` tokens that fit in free memory, at least 1, at most ``cap`` (default:
+    ``GPU_MAX_BATCH`` on a GPU, ``CPU_MAX_BATCH`` on a CPU)."""
+    free, _ = free_bytes(model)
+    on_gpu = any(p.device.type == "cuda" for p in model.original_model.parameters())
+    cap = cap if cap is not None else (GPU_MAX_BATCH if on_gpu else CPU_MAX_BATCH)
+    return max(1, min(cap, int(BATCH_HEADROOM * free) // max(1, row_bytes(model, tokens))))
+
+
+def is_oom(e: BaseException) -> bool:
+    """A device or host allocation failure (torch raises OutOfMemoryError on GPUs, RuntimeError on CPUs)."""
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    msg = str(e).lower()
+    return isinstance(e, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg)
+
+
+def release() -> None:
+    """Give cached GPU memory back (after an OOM, between the models of a sweep)."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+PLAN_TOKENS = 512  # a task prompt's length for planning a run's batch before any prompt exists
+
+
+def plan_batch(model: Any, requested: int, new_tokens: int) -> tuple[int, str]:
+    """A run's batch size and why: ``requested`` rows (0 = auto) lowered to what fits in free
+    memory at ``PLAN_TOKENS + new_tokens`` tokens a row. Each ``generate`` call checks again with
+    its real prompt lengths and halves on an out-of-memory error."""
+    tokens = PLAN_TOKENS + new_tokens
+    _, where = free_bytes(model)
+    if requested <= 0:
+        n = fit_batch(model, tokens)
+        return n, f"auto: {n} rows of {tokens} tokens fit in {where} (cap {GPU_MAX_BATCH} GPU / {CPU_MAX_BATCH} CPU)"
+    n = fit_batch(model, tokens, cap=requested)
+    why = "as asked" if n == requested else f"lowered from {requested}: {n} rows of {tokens} tokens fit"
+    return n, f"{why} ({where})"

@@ -171,8 +171,10 @@ def versions() -> dict[str, str]:
 
 def make_header(
     *, run_id: str, model_id: str, fingerprint: str, seed: int, config: dict[str, Any],
-    notes: Iterable[str] = (),
+    notes: Iterable[str] = (), runtime: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``runtime``: where and how the run computed (device and its name, attention implementation,
+    dtype, batch size and why), so a figure can be traced to the hardware that produced it."""
     return {
         "type": "header",
         "schema": SCHEMA_VERSION,
@@ -184,6 +186,7 @@ def make_header(
         "versions": versions(),
         "git_commit": git_commit(),
         "config": config,
+        "runtime": dict(runtime or {}),
         "notes": list(notes),
     }
 

@@ -16,10 +16,11 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from introspect import attention, devices
 from introspect.models import model_info
 from introspect.prompts import load_words
 from introspect.records import JsonlWriter, done_trial_ids, make_header, read_records
@@ -106,9 +107,11 @@ def validate(cfg: TaskConfig, tasks: Sequence[str], out_dir: Path | None = None,
     bad = [a for a in cfg.alphas if not isinstance(a, (int, float)) or not math.isfinite(a)]
     if bad:
         raise ConfigError(f"alphas must be finite numbers, got {bad[0]!r}")
-    for key in ("n_trials", "n_concepts", "max_new_tokens", "batch_size"):
+    for key in ("n_trials", "n_concepts", "max_new_tokens"):
         if int(getattr(cfg, key)) < 1:
             raise ConfigError(f"{key} must be at least 1, got {getattr(cfg, key)}")
+    if int(cfg.batch_size) < 0:
+        raise ConfigError(f"batch_size must be at least 1 (or 0 = auto, from free memory), got {cfg.batch_size}")
     if injecting:
         if need_layers and not cfg.layers:
             raise ConfigError("empty layer list; pass --layers L ... or --layers-grid N")
@@ -183,6 +186,8 @@ class RunSummary:
     files: dict[str, Path] = field(default_factory=dict)
     counts: dict[str, TaskCounts] = field(default_factory=dict)
     seconds: float = 0.0
+    runtime: dict[str, Any] = field(default_factory=dict)  # device, attention, dtype, batch (as in the headers)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def n_run(self) -> int:
@@ -198,7 +203,11 @@ class RunSummary:
         lines = [head] + [f"{t:<18}{c.planned:>8}{c.done_before:>7}{c.other_shards:>7}{c.run:>6}"
                           f"{c.missing:>8}{c.seconds:>9.1f}" for t, c in self.counts.items()]
         lines.append(f"{self.n_run} trials in {self.seconds:.1f}s ({self.trials_per_s:.2f} trials/s)")
-        return "\n".join(lines)
+        r = self.runtime
+        if r:
+            lines.append(f"on {r.get('device')} ({r.get('device_name')}), attention {r.get('attention')}, "
+                         f"{r.get('dtype')}, batch {r.get('batch_size')} ({r.get('batch_rule')})")
+        return "\n".join(lines + self.notes)
 
 
 def _progress(total: int, enabled: bool):
@@ -216,11 +225,15 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
     out_dir = Path(out_dir)
     specs = validate(cfg, tasks, out_dir, shard=shard, n_layers=model.cfg.n_layers)
     info = model_info(model)
+    batch, batch_rule = devices.plan_batch(model, int(cfg.batch_size), int(cfg.max_new_tokens))
+    cfg = replace(cfg, batch_size=batch)
+    runtime = {**devices.describe(model), "attention": info.attention or attention.implementation(model),
+               "dtype": info.dtype, "batch_size": batch, "batch_rule": batch_rule}
     run_id = uuid.uuid4().hex[:12]
     ctx = make_context(model, cfg, run_id)
     model_dir = out_dir / model_slug(info.name)
     check_owner(model_dir, info.fingerprint)
-    summary = RunSummary(info.name, info.fingerprint, model_dir, run_id)
+    summary = RunSummary(info.name, info.fingerprint, model_dir, run_id, runtime=runtime)
 
     # Plan everything first: the ids decide resume and shard membership.
     todo: dict[str, list[tuple[Trial, str]]] = {}
@@ -269,7 +282,7 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
                 continue
             writer = JsonlWriter(summary.files[spec.name])
             writer.write(make_header(run_id=run_id, model_id=info.name, fingerprint=info.fingerprint,
-                                     seed=cfg.seed, config=config,
+                                     seed=cfg.seed, config=config, runtime=runtime,
                                      notes=[*dict.fromkeys([*ctx.notes, *notes])]))
             bar.set_description(spec.name)
             groups: dict[int | None, list[tuple[Trial, str]]] = {}
@@ -290,4 +303,7 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
     finally:
         bar.close()
         summary.seconds = time.perf_counter() - t0
+        cap = getattr(model, "introspect_batch_cap", batch)
+        if cap < batch:
+            summary.notes.append(f"out of memory at batch {batch}: halved to {cap}; no finished trial was lost")
     return summary
