@@ -156,8 +156,12 @@ def make_context(model: Any, cfg: TaskConfig, run_id: str = "") -> RunContext:
     if vt not in ("chat", "plain"):
         raise ConfigError(f"option vector_template must be chat or plain, got {vt!r}")
     bank = VectorBank(model, load_words(cfg.words_file).baseline, chat=vt == "chat")
-    return RunContext(model=model, model_id=info.name, fingerprint=info.fingerprint, cfg=cfg,
-                      vectors=bank, run_id=run_id, notes=list(info.notes))
+    name, fp, notes = info.name, info.fingerprint, list(info.notes)
+    if cfg.option("placebo", False):  # the instrument's null run: its own identity and folder
+        name, fp = f"{name}+placebo", f"{fp}:placebo"
+        notes.append("placebo: every injection adds a zero vector at the same positions and α")
+    return RunContext(model=model, model_id=name, fingerprint=fp, cfg=cfg, vectors=bank,
+                      run_id=run_id, notes=notes)
 
 
 def _trial_words(t: Trial, targets: set[str]) -> list[str]:
@@ -231,9 +235,9 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
                "dtype": info.dtype, "batch_size": batch, "batch_rule": batch_rule}
     run_id = uuid.uuid4().hex[:12]
     ctx = make_context(model, cfg, run_id)
-    model_dir = out_dir / model_slug(info.name)
-    check_owner(model_dir, info.fingerprint)
-    summary = RunSummary(info.name, info.fingerprint, model_dir, run_id, runtime=runtime)
+    model_dir = out_dir / model_slug(ctx.model_id)
+    check_owner(model_dir, ctx.fingerprint)
+    summary = RunSummary(ctx.model_id, ctx.fingerprint, model_dir, run_id, runtime=runtime)
 
     # Plan everything first: the ids decide resume and shard membership.
     todo: dict[str, list[tuple[Trial, str]]] = {}
@@ -246,7 +250,7 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
         c = TaskCounts(planned=len(trials))
         keep, seen = [], set()
         for t in trials:
-            tid = t.id(info.fingerprint, cfg.seed)
+            tid = t.id(ctx.fingerprint, cfg.seed)
             if tid in seen:
                 raise RuntimeError(f"task {spec.name} planned trial {tid} twice: {t}")
             seen.add(tid)
@@ -281,7 +285,7 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
             if not keep:
                 continue
             writer = JsonlWriter(summary.files[spec.name])
-            writer.write(make_header(run_id=run_id, model_id=info.name, fingerprint=info.fingerprint,
+            writer.write(make_header(run_id=run_id, model_id=ctx.model_id, fingerprint=ctx.fingerprint,
                                      seed=cfg.seed, config=config, runtime=runtime,
                                      notes=[*dict.fromkeys([*ctx.notes, *notes])]))
             bar.set_description(spec.name)

@@ -1,11 +1,11 @@
-"""Small statistics helpers: every rate in a report carries a 95% interval.
+"""Small statistics helpers shared by the reports: Wilson, bootstraps, MCC, Holm.
 
-Why these choices: trial counts per cell are small (tens), so proportions of independent trials
-use the Wilson score interval (sane at 0/n and n/n, unlike the normal approximation); sampled
-trials nest inside concepts, so rates and differences over them use a seeded cluster bootstrap
-over concepts (``cluster_bootstrap``), with a clustered McNemar test beside the plain one; many
-cells tested at once get Holm-adjusted p-values. Every bootstrap is seeded, so a report is
-reproducible bit for bit.
+Why these choices: proportions of independent trials use the Wilson score interval (sane at 0/n
+and n/n, unlike the normal approximation); many tests at once get Holm-adjusted p-values. The
+injection tasks' concept-level intervals and tests live in ``introspect.clustered``; the
+percentile cluster bootstrap here (``cluster_mean``) is kept as the comparator the calibration
+prints beside them (it is what the report used before, and it is too narrow with few concepts).
+Every bootstrap is seeded, so a report is reproducible bit for bit.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import chi2
-from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 Interval = tuple[float, float, float]  # (estimate, lo, hi)
@@ -117,26 +115,6 @@ def mcc_ci(
         (~bt & bp).sum(1).astype(float), (bt & ~bp).sum(1).astype(float),
     )
     return (mcc(t, p), *_percentile(np.asarray(boots, dtype=float), ci))
-
-
-def mcnemar_test(
-    a_bool: Sequence[Any] | np.ndarray, b_bool: Sequence[Any] | np.ndarray, exact: bool | None = None
-) -> tuple[float, float]:
-    """McNemar's test for paired binary outcomes; returns (statistic, p-value).
-
-    ``exact=None`` picks the exact binomial test when there are fewer than 25 discordant pairs.
-    """
-    a = np.asarray(a_bool, dtype=bool)
-    b = np.asarray(b_bool, dtype=bool)
-    if a.shape != b.shape:
-        raise ValueError(f"paired samples differ in shape: {a.shape} vs {b.shape}")
-    table = [[int(np.sum(a & b)), int(np.sum(a & ~b))], [int(np.sum(~a & b)), int(np.sum(~a & ~b))]]
-    discordant = table[0][1] + table[1][0]
-    if discordant == 0:
-        return 0.0, 1.0
-    use_exact = discordant < 25 if exact is None else exact
-    res = mcnemar(table, exact=use_exact, correction=True)
-    return float(res.statistic), float(res.pvalue)
 
 
 def pairwise_order_accuracy(
@@ -256,45 +234,6 @@ def cluster_bootstrap(
 def cluster_mean(x: Any, clusters: Any, crossed: Any = None, **kw: Any) -> Interval:
     """Mean of x with a cluster-bootstrap interval (see ``cluster_bootstrap``)."""
     return cluster_bootstrap([Part(x, clusters, crossed)], **kw)[0]
-
-
-def cluster_paired_diff(a: Any, b: Any, clusters: Any, crossed: Any = None,
-                        **kw: Any) -> tuple[Interval, float]:
-    """mean(a − b) over the pairs where both are present, cluster-bootstrapped; (interval, p)."""
-    a = np.asarray([np.nan if v is None else v for v in a], dtype=float)
-    b = np.asarray([np.nan if v is None else v for v in b], dtype=float)
-    if a.shape != b.shape:
-        raise ValueError(f"paired samples differ in shape: {a.shape} vs {b.shape}")
-    return cluster_bootstrap([Part(a - b, clusters, crossed)], **kw)
-
-
-def paired_bootstrap(a: Any, b: Any, n_boot: int = 2000, seed: int = 0,
-                     ci: float = 0.95) -> Interval:
-    """mean(a − b) over complete pairs with a percentile bootstrap over pairs (no clustering)."""
-    a = np.asarray([np.nan if v is None else v for v in a], dtype=float)
-    b = np.asarray([np.nan if v is None else v for v in b], dtype=float)
-    return bootstrap_mean(a - b, n_boot=n_boot, seed=seed, ci=ci)
-
-
-def mcnemar_clustered(a_bool: Any, b_bool: Any, clusters: Any) -> tuple[float, float]:
-    """Clustered McNemar test (Durkalski et al. 2003) for paired binary outcomes in clusters.
-
-    With b_k, c_k the discordant counts of cluster k: X² = (Σ(b_k − c_k))² / Σ(b_k − c_k)², on
-    one degree of freedom. X² can never exceed the number of clusters, so a handful of concepts
-    can never give a tiny p, however many samples each holds. No discordant pair -> (0, 1).
-    """
-    a = np.asarray(a_bool, dtype=bool)
-    b = np.asarray(b_bool, dtype=bool)
-    if a.shape != b.shape:
-        raise ValueError(f"paired samples differ in shape: {a.shape} vs {b.shape}")
-    (codes,), g = _codes([np.asarray(clusters, dtype=object)])
-    d = np.bincount(codes, weights=(a & ~b).astype(float), minlength=g) - np.bincount(
-        codes, weights=(~a & b).astype(float), minlength=g)
-    den = float(np.sum(d**2))
-    if den == 0:
-        return 0.0, 1.0
-    stat = float(np.sum(d) ** 2 / den)
-    return stat, float(chi2.sf(stat, 1))
 
 
 def holm(pvals: Any) -> np.ndarray:

@@ -158,11 +158,15 @@ def pair(treated: pd.DataFrame, controls: pd.DataFrame) -> pd.DataFrame:
 
     t, c = keyed(treated), keyed(controls)
     c = c.drop_duplicates("_k", keep="last")
-    c = c.rename(columns={k: f"{k}~c" for k in c.columns if k != "_k"})
-    out = t.merge(c, on="_k", how="inner")
-    if out.empty:
-        return out
-    out = out.copy()  # one block per dtype: the merge of wide record frames is fragmented (pandas warns)
+    pos = pd.Series(np.arange(len(c)), index=c["_k"].to_numpy())
+    where = pos.reindex(t["_k"].to_numpy()).to_numpy()  # the control row of each treated row
+    hit = ~np.isnan(where)
+    if not hit.any():
+        return pd.DataFrame()
+    t = t.iloc[np.flatnonzero(hit)].reset_index(drop=True)
+    c = c.iloc[where[hit].astype(int)].drop(columns="_k").reset_index(drop=True)
+    c.columns = [f"{k}~c" for k in c.columns]
+    out = pd.concat([t, c], axis=1)
     out["concept"] = concepts(out)
     out["prompt"] = (pd.to_numeric(col(out, "trial_index"), errors="coerce").fillna(-1).astype(int).astype(str)
                      + "|" + _text(col(out, "extra.sentence")))
