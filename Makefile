@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench dashboard clean
+.PHONY: setup run test test-all lint bench dashboard clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,7 +22,16 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m experiments.sweep experiments/presets/quick.yaml
 
+# The quick suite (tiny random models, no real weights, no browser, SLURM, training or calibration
+# runs): minutes on a 2-core CPU. test-all adds the real-weight, browser, SLURM, positive-control
+# and calibration tests; CI runs it.
+QUICK := not slow and not browser and not slurm and not calibration
+
 test: $(STAMP)
+	$(BIN)/ruff check src tests experiments
+	$(BIN)/python -m pytest -q -m "$(QUICK)"
+
+test-all: $(STAMP)
 	$(BIN)/ruff check src tests experiments
 	$(BIN)/python -m pytest -q
 

@@ -102,6 +102,13 @@ def default_model():
     return load_model("smollm2-135m-instruct")
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test that loads the real default model is slow, whether or not it says so."""
+    for item in items:
+        if "default_model" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
     """Vector caches go to a per-test dir unless a test opts into the shared one."""

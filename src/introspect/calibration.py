@@ -240,3 +240,41 @@ def coverage(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, runs: 
     out["any_headline_significant"] = float(np.mean(any_sig))
     out["verdict_detected"] = float(np.mean(detected))
     return out
+
+
+# ---------------------------------------------------------------- the issue-17 grid
+
+GRID = [(g, t) for g in (5, 10, 20, 50) for t in (1, 3)]
+NULL_GRID = [(g, 1) for g in (6, 10, 20)]
+
+
+def run_setting(job: tuple[str, int, int, int, int, int]) -> dict:
+    """``coverage`` of one (scenario name, concepts, trials, samples, runs, seed) tuple."""
+    name, g, t, k, runs, seed = job
+    s = Scenario() if name == "positive" else Scenario().null()
+    return coverage(s, g, t, k, runs, seed=seed, compare_bootstrap=name == "positive")
+
+
+def _mc(p: float, n: int) -> float:
+    return math.sqrt(max(p * (1 - p), 1e-12) / max(n, 1))
+
+
+def table(results: list[dict]) -> str:
+    """The printed table: one line per (scenario, concepts, trials)."""
+    lines = []
+    for r in results:
+        head = f"{r['scenario']:8s} G={r['concepts']:<3d} T={r['trials']} K={r['samples']} runs={r['runs']}"
+        if r["scenario"] == "positive":
+            cells = []
+            for m in METRICS:
+                c = r[m]
+                boot = c.get("percentile_bootstrap_width")
+                cells.append(f"{m} {c['coverage']:.3f} (w {c['mean_width']:.3f}"
+                             + (f" vs {boot:.3f}" if boot else "") + ")")
+            lines.append(head + " | " + "; ".join(cells))
+        else:
+            fp, n = r["any_headline_significant"], r["runs"]
+            lines.append(f"{head} | any headline significant after Holm {fp:.3f} ± {_mc(fp, n):.3f} "
+                         f"(MC SE); verdict detected {r['verdict_detected']:.3f}; coverage net "
+                         f"{r['net']['coverage']:.3f}, score {r['introspection_score']['coverage']:.3f}")
+    return "\n".join(lines)
