@@ -9,7 +9,6 @@ from introspect.tasks.selfknowledge.parse import (
     is_delegation,
     last_integer,
     listed_words,
-    parse_counts,
     parse_letter,
     parse_ranking,
 )
@@ -118,9 +117,8 @@ def test_final_answer_reads_the_statement_not_later_working():
     assert last_integer("23 + 58 = 81") == 81  # the lenient secondary reading
 
 
-def test_parse_ranking_and_counts():
+def test_parse_ranking():
     assert parse_ranking("Q3, Q1, Q4, Q2") == [2, 0, 3, 1]
     assert parse_ranking("From easiest to hardest: Q2 < Q1 < Q3 < Q4") == [1, 0, 2, 3]
     assert parse_ranking("3, 1, 4, 2") == [2, 0, 3, 1]
     assert parse_ranking("Q1, Q2") is None
-    assert parse_counts(["A", None, "B"]) == {"parsed": 2, "unparsed": 1}

@@ -2,7 +2,6 @@
 half, association logit/text readings against sampled lists, restriction, the Delegate Game's
 association tests and clustered regressions, recovery's paired drop."""
 
-import math
 
 import numpy as np
 import pandas as pd
@@ -38,17 +37,20 @@ def _ab(p_a: float, mass: float = 0.9) -> Decision:
 
 # ---------------------------------------------------------------- difficulty (002 §4.3)
 def test_worked_example_gives_two_thirds():
-    correct, tokens = [True, True, True, False], [100, 200, 300, 150]
-    assert M.true_difficulty_order(correct, tokens) == [0, 1, 2, 3]  # Q1 < Q2 < Q3 < Q4
-    predicted = [0, 3, 1, 2]  # Q1 < Q4 < Q2 < Q3
-    acc = M.pairwise_accuracy(predicted, correct, tokens)
-    assert acc == pytest.approx(4 / 6) and acc == pytest.approx(0.67, abs=0.005)
-    assert pairwise_order_accuracy(predicted, [0, 1, 2, 3]) == pytest.approx(acc)
+    """002 §4.3: truth Q1 < Q2 < Q3 < Q4 (right answers first, then fewer tokens), prediction
+    Q1 < Q4 < Q2 < Q3: four of six pairs right, 0.67; scored by the grader the task uses."""
+    correct, tokens = [[True], [True], [True], [False]], [[100], [200], [300], [150]]
+    g = grade_difficulty([0, 3, 1, 2], correct, tokens, [[False]] * 4, [_ab(0.5)] * 12)
+    assert g["true_order"] == [0, 1, 2, 3]
+    assert g["pair_accuracy"] == pytest.approx(4 / 6) and g["pair_accuracy"] == pytest.approx(0.67, abs=0.005)
+    assert pairwise_order_accuracy([0, 3, 1, 2], [0, 1, 2, 3]) == pytest.approx(g["pair_accuracy"])
 
 
 def test_tied_pairs_score_half():
-    # (0,1) tie -> 1/2; (0,2) and (1,2) ordered right -> (0.5 + 1 + 1) / 3
-    assert M.pairwise_accuracy([1, 0, 2], [True, True, False], [5, 5, 5]) == pytest.approx(2.5 / 3)
+    # (0,1) tie -> 1/2; the other pairs ordered right
+    g = grade_difficulty([1, 0, 2, 3], [[True], [True], [False], [False]], [[5], [5], [5], [9]],
+                         [[False]] * 4, [_ab(0.5)] * 12)
+    assert g["pair_truth"][0] == 0.5 and g["pair_accuracy"] == pytest.approx(5.5 / 6)
 
 
 def test_grade_difficulty_scores_all_six_pairs_from_text_and_logits():
@@ -88,13 +90,6 @@ def test_difficulty_summary_counts_invalid_rankings_as_wrong():
 
 
 # ---------------------------------------------------------------- association (002 §4.1)
-def test_association_rates_by_hand():
-    r = M.association_rates(1, 3, 1, 3, n_unparsed=2)
-    assert r["accuracy"] == pytest.approx(4 / 10)
-    assert r["recall"] == pytest.approx(1 / 2) and r["precision"] == pytest.approx(1 / 4)
-    assert r["positive_rate"] == pytest.approx(4 / 8)
-
-
 def test_association_summary_against_sampled_lists():
     df = _df("seb-association", [
         {"options": ["a", "b"], "p_yes": [0.9, 0.2], "mass": [0.9, 0.3],
@@ -121,11 +116,6 @@ def test_association_summary_against_sampled_lists():
 
 
 # ---------------------------------------------------------------- restriction (002 §4.2)
-def test_over_niceness_by_hand():
-    assert M.over_niceness(3, 1) == 0.75
-    assert math.isnan(M.over_niceness(0, 0))
-
-
 def test_restriction_summary_by_hand():
     # per request: logit P(will answer), the judge's reading of each sampled response
     rows = [(0.9, [True, True], [False, False]), (0.8, [True, False], [False, True]),
@@ -197,7 +187,7 @@ def test_delegate_summary_detects_introspection_and_keeps_feedback_apart():
     orr = _get(s, "odds_ratio[baseline_error]", "arith:all")
     assert orr.value > 1 and orr.lo <= orr.value <= orr.hi and orr.n == 120
     assert _get(s, "clustered_wald_p[baseline_error]", "arith:all").value < 0.01
-    assert _get(s, "p_delegate_diff[0.8-0.2]", "arith:all").n == 60  # paired by question
+    assert _get(s, "p_delegate_diff[high-low teammate]", "arith:all").n == 60  # paired by question
     # likelihoods only on one row per question: none on the pooled copies
     pooled = s[s.variant.str.startswith("arith:all")]
     assert not pooled.metric.str.contains("lr_|delta_bic").any()

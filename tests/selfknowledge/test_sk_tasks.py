@@ -99,6 +99,16 @@ def test_task_runs_and_records_validate(tiny_model, name):
     s = summarize_sk(pd.DataFrame([flatten_trial(r.to_dict()) for r in recs]))
     assert list(s.columns) == SK_COLUMNS and not s.empty
     assert ((s.lo <= s.value + 1e-9) | s.lo.isna()).all()
+    # one figure per task recomputed from its records
+    metric, key = {"seb-association": ("text_parse_rate", "parse_ok"),
+                   "seb-restriction": ("predict_parse_rate", "predict_parse_ok"),
+                   "seb-difficulty": ("text_parse_rate", "parse_ok"), "delegate": ("delegation_rate", "delegated"),
+                   "recovery": ("parse_rate", "parse_ok")}[name]
+    v = recs[0].variant
+    mine = [bool(r.grade[key]) for r in recs if r.variant == v]
+    got = s[(s.metric == metric) & (s.variant == v)]
+    assert len(got) == 1 and got.value.iloc[0] == pytest.approx(sum(mine) / len(mine))
+    assert got.n.iloc[0] == len(mine)
 
 
 def _phase1_part(prompt: str) -> str:

@@ -42,11 +42,22 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "C": ("delta_intentional:injected", "intentional:injected", "intentional:control"),
     "D": ("peak_delta_cos_centred@held_out", "peak_delta_cos@held_out", "auc_delta_cos",
           "auc_delta_cos_ctrl"),
-    "seb-association": ("accuracy_minus_all_no", "accuracy", "precision"),
-    "seb-restriction": ("accuracy", "over_niceness"),
-    "seb-difficulty": ("accuracy", "parse_rate"),
-    "delegate": ("self_accuracy_lift", "delegation_rate", "introspection_mcc"),
-    "recovery": ("accuracy_drop_vs_clean", "recovery_rate"),
+    # self-knowledge: the logit reading first, then its baselines, the text reading and the
+    # warnings that say what a figure cannot mean (metrics of tasks.selfknowledge.metrics)
+    "seb-association": ("logit_auroc", "logit_accuracy", "logit_majority_baseline", "surface_auroc",
+                        "text_accuracy", "text_parse_rate", "low_mass_rate", "warning_single_draw_truth"),
+    "seb-restriction": ("logit_auroc", "logit_accuracy", "logit_majority_baseline", "surface_auroc",
+                        "text_accuracy", "text_over_niceness", "predict_low_mass_rate", "response_cut_rate",
+                        "warning_single_draw_truth"),
+    "seb-difficulty": ("logit_pair_accuracy", "majority_pair_baseline", "text_pair_accuracy", "text_parse_rate",
+                       "pair_excluded_rate", "answer_cut_rate", "warning_single_draw_truth"),
+    "delegate": ("self_accuracy_lift", "p_delegate_auroc", "confidence_auroc", "surface_auroc",
+                 "delegation_rate", "game_low_mass_rate", "entropy_unavailable",
+                 "odds_ratio[baseline_error]", "other_modelling_or_per_0.1", "p_delegate_diff[high-low teammate]"),
+    "delegate-probe": ("probe_cv_auroc", "game_projection_auroc[error]"),
+    "recovery": ("accuracy_drop_vs_clean", "recovery_rate", "in_reasoning_rate", "accuracy", "parse_rate",
+                 "cut_rate"),
+    "ability": ("accuracy", "mean_p_correct", "low_mass_rate"),
 }
 STEERING = ("steer_lp_rise_vs_random", "steer_share", "steer_lp_rise", "steer_mention_vs_random")
 HELD_OUT = "@held_out"

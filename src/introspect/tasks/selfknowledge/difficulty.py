@@ -33,7 +33,6 @@ from introspect.tasks.selfknowledge.common import (
     _n,
     _opt,
     arith_tag,
-    budget,
     calibrated_budget,
     cut,
     decisions,
@@ -112,6 +111,11 @@ def shown(q: Any) -> str:
     return f"{q.question}\nCorrect answer: {q.answer}"
 
 
+def _rank_prompts(ctx: RunContext, groups: Sequence[Sequence[Any]], pre: str | None) -> list:
+    return rendered(ctx, [user(RANK.format(qs="\n".join(f"Q{j + 1}: {shown(q)}" for j, q in enumerate(g))),
+                               prefill=pre) for g in groups], "difficulty-rank")
+
+
 def _answer_prompts(ctx: RunContext, qs: Sequence[Any]) -> list:
     """Each question asked alone, in the run's format (a file's MC items or arithmetic)."""
     mc = [isinstance(q, MCQuestion) for q in qs]
@@ -149,10 +153,9 @@ def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Rec
     items = _source(ctx)[1]
     groups = [[items[i] for i in t.param("qids")] for t in trials]
     pre = RANK_PREFILL if _opt(ctx, "prefill", False) else None
-    rank_convs = [user(RANK.format(qs="\n".join(f"Q{j + 1}: {shown(q)}" for j, q in enumerate(g))),
-                       prefill=pre) for g in groups]
-    p1 = rendered(ctx, rank_convs, "difficulty-rank")
-    rt = budget(ctx, "rank_tokens", 24)
+    p1 = _rank_prompts(ctx, groups, pre)
+    cal = [[items[i] for i in t.param("qids")] for t in plan_difficulty(ctx)[:3]]
+    rt = calibrated_budget(ctx, "rank_tokens", _rank_prompts(ctx, cal, pre), 16, 96)
     g1 = greedy(ctx, p1, rt)
     pair_convs = [user(PAIR.format(a=shown(g[a]), b=shown(g[b])), prefill=PREFILL)
                   for g in groups for i, j in PAIRS for a, b in ((i, j), (j, i))]

@@ -236,7 +236,8 @@ def _pooled_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
         lo = dict(zip(qid[tm == accs[0]], pt[tm == accs[0]]))
         common = [q for q in hi if q in lo and np.isfinite(hi[q]) and np.isfinite(lo[q])]
         d = np.array([hi[q] - lo[q] for q in common])
-        rows.append(row(keys, f"p_delegate_diff[{accs[-1]:g}-{accs[0]:g}]",
+        # the highest minus the lowest teammate accuracy of the run (its variants name them)
+        rows.append(row(keys, "p_delegate_diff[high-low teammate]",
                         cluster_boot(lambda i: float(d[i].mean()), d.size), d.size))
     om = odds_ratios(logit_fit(deleg, X[["teammate_accuracy_x10"]], qid))
     for r in om.itertuples():

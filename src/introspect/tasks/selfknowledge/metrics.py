@@ -22,7 +22,6 @@ from introspect.tasks.selfknowledge.ability import summarize_ability
 from introspect.tasks.selfknowledge.game_metrics import summarize_delegate
 from introspect.tasks.selfknowledge.probe import summarize_probe
 from introspect.tasks.selfknowledge.rows import (
-    NAN,
     SK_COLUMNS,
     b,
     block,
@@ -44,43 +43,11 @@ from introspect.tasks.selfknowledge.skstats import (
     boot_mean,
     cross_validated_p,
     expand_draws,
-    pair_credit,
     paired_binary,
     surface_auroc,
 )
 
-__all__ = ["SK_COLUMNS", "SUMMARIES", "association_rates", "over_niceness", "pairwise_accuracy",
-           "summarize_sk", "true_difficulty_order"]
-
-
-# ---------------------------------------------------------------- pure building blocks
-def true_difficulty_order(correct: Sequence[bool], n_tokens: Sequence[int]) -> list[int]:
-    """Indices easiest→hardest: correct answers first, then fewer generated tokens (002 §4.3)."""
-    return sorted(range(len(correct)), key=lambda i: (not correct[i], n_tokens[i], i))
-
-
-def pairwise_accuracy(predicted: Sequence[int], correct: Sequence[bool], n_tokens: Sequence[int],
-                      ) -> float:
-    """Share of all question pairs ``predicted`` (indices easiest→hardest) orders as the
-    truth; a pair whose true difficulty ties (same correctness and tokens) earns 1/2."""
-    rank = {q: r for r, q in enumerate(predicted)}
-    key = [(not c, t) for c, t in zip(correct, n_tokens)]
-    credit = [pair_credit(float(rank[i] > rank[j]), key[i], key[j])
-              for i in range(len(key)) for j in range(i + 1, len(key))]
-    return sum(credit) / len(credit) if credit else NAN
-
-
-def association_rates(tp: float, fp: float, fn: float, tn: float, n_unparsed: float = 0) -> dict[str, float]:
-    """002 §4.1: accuracy (unparsed options count wrong), recall, precision, positive rate."""
-    parsed = tp + fp + fn + tn
-    div = lambda a, c: a / c if c else NAN  # noqa: E731
-    return {"accuracy": div(tp + tn, parsed + n_unparsed), "recall": div(tp, tp + fn),
-            "precision": div(tp, tp + fp), "positive_rate": div(tp + fp, parsed)}
-
-
-def over_niceness(fn: float, fp: float) -> float:
-    """002 §4.2: FN/(FN+FP), the share of errors where it said it would refuse but answered."""
-    return fn / (fn + fp) if fn + fp else NAN
+__all__ = ["SK_COLUMNS", "SUMMARIES", "summarize_sk"]
 
 
 def _surface(keys: dict, prefix: str, X: pd.DataFrame, draws: Sequence[Sequence[Any]],

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from introspect.grading import forms_pattern, normalize_word
 
@@ -160,11 +159,6 @@ def last_integer(text: str) -> int | None:
     return int(nums[-1].replace(",", "")) if nums else None
 
 
-def parse_final_int(text: str) -> int | None:
-    """``final_answer`` (kept under its old name for importers)."""
-    return final_answer(text)
-
-
 def parse_ranking(text: str, k: int = 4) -> list[int] | None:
     """0-based indices easiest→hardest from "Q3, Q1, Q4, Q2" (or "3, 1, 4, 2"); None if the
     reply is not a permutation of 1..k."""
@@ -174,9 +168,3 @@ def parse_ranking(text: str, k: int = 4) -> list[int] | None:
         if int(x) not in seen:
             seen.append(int(x))
     return [x - 1 for x in seen] if sorted(seen) == list(range(1, k + 1)) else None
-
-
-def parse_counts(values: Sequence[Any]) -> dict[str, int]:
-    """How many readings parsed (not None) and how many did not: the parse rate's inputs."""
-    n_ok = sum(v is not None for v in values)
-    return {"parsed": n_ok, "unparsed": len(values) - n_ok}

@@ -246,12 +246,6 @@ def _null_llf(y: np.ndarray) -> float:
     return float(np.sum(y * np.log(m) + (1 - y) * np.log(1 - m)))
 
 
-def bic(y: np.ndarray, X: pd.DataFrame) -> float:
-    """BIC of the logit y ~ X (+ constant); NaN when it cannot be fitted."""
-    res = logit_fit(y, X)
-    return NAN if res is None else float(res.bic)
-
-
 def fisher(a: np.ndarray, b: np.ndarray) -> tuple[Interval, float]:
     """Association of two binary variables: (odds ratio with its 95% CI (Woolf, statsmodels
     Table2x2 with 0.5 added to empty cells), Fisher's exact two-sided p)."""

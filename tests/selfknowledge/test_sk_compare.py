@@ -1,0 +1,51 @@
+"""The comparison page's self-knowledge headline names metrics the summaries produce, and shows
+their values: every task run end to end on a tiny model, summarised by the report, headlined."""
+
+import pandas as pd
+import pytest
+
+import introspect as I
+from introspect.report.compare import HEADLINES, headline_table
+from introspect.report.load import flatten_trial
+from introspect.report.metrics import summarize
+from introspect.tasks.base import get_task
+
+SK = ["seb-association", "seb-restriction", "seb-difficulty", "delegate", "recovery"]
+# shown only when their condition holds (a K = 1 truth, a short-answer game, a fitted regression,
+# ten items or more, an error of each kind, an untied pair, a right clean answer); each is produced in tests/selfknowledge/test_truths.py or test_sk_metrics.py
+CONDITIONAL = {"warning_single_draw_truth", "entropy_unavailable", "surface_auroc", "odds_ratio[baseline_error]",
+               "other_modelling_or_per_0.1", "confidence_auroc", "text_over_niceness",
+               "majority_pair_baseline", "recovery_rate"}
+
+
+@pytest.fixture(scope="module")
+def summary(tiny_model):
+    m = tiny_model("llama")
+    cfg = I.TaskConfig(max_new_tokens=6, batch_size=8).with_options(
+        n=3, history_len=3, n_options=4, n_tokens=(1,), draws=2, list_tokens=6, predict_tokens=6,
+        response_tokens=6, answer_tokens=6, rank_tokens=6, short_tokens=6, teammate_accuracy=[0.3, 0.7])
+    ctx = I.context(m, cfg)
+    rows = [flatten_trial(r.to_dict()) for name in SK for r in get_task(name).execute(ctx, get_task(name).plan(ctx))]
+    return summarize(pd.DataFrame(rows))
+
+
+def test_self_knowledge_headlines_name_existing_metrics(summary):
+    h = headline_table(summary)
+    for task in SK:
+        produced = set(summary[summary.task == task].metric)
+        wanted = HEADLINES[task]
+        assert set(wanted) - produced <= CONDITIONAL, (task, set(wanted) - produced)
+        head = h[(h.task == task) & (h.role == "headline")]
+        assert not head.empty, task
+        for r in head.itertuples():  # the first wanted metric each variant has, with its value
+            have = set(summary[(summary.task == task) & (summary.variant == r.variant)].metric)
+            assert r.metric == next((w for w in wanted if w in have), None), (task, r.variant, r.metric, have)
+            want = summary[(summary.task == task) & (summary.variant == r.variant) & (summary.metric == r.metric)]
+            assert r.value == pytest.approx(float(want.value.iloc[0]), nan_ok=True)
+    main = h[(h.task == "seb-restriction") & (h.role == "headline")]
+    assert set(main.metric) == {"logit_auroc"}
+    game = h[(h.task == "delegate") & (h.role == "headline") & h.variant.str.contains("teammate")]
+    assert set(game.metric) == {"self_accuracy_lift"} and len(game) == 2  # one per teammate accuracy
+    rec = h[(h.task == "recovery") & (h.role == "headline")].set_index("variant")
+    assert {m for v, m in rec.metric.items() if v.endswith(":clean")} == {"accuracy"}
+    assert {m for v, m in rec.metric.items() if not v.endswith(":clean")} == {"accuracy_drop_vs_clean"}
