@@ -8,7 +8,12 @@ back ends with one interface (``submit``, ``alive``, ``log``, ``cancel``):
   the shard function and requeues it on preemption / time-out). Liveness comes from ``squeue``,
   which, unlike submitit's ``sacct`` watcher, also works on clusters without job accounting.
 * ``LocalBackend`` runs shards as local submitit processes, at most ``parallel`` at a time, with
-  the CPU threads split between them and one GPU each when there are GPUs.
+  the CPU threads split between them and ``gpus_per_shard`` GPUs each when there are GPUs (all of
+  them for a model spread by a device map).
+
+Shards whose weights the launcher already fetched run offline (``HF_HUB_OFFLINE``), so a
+hundred array tasks never download the same 140 GB at once; threads default to the CPUs the job
+was given (``nproc`` honours SLURM's allocation), not one.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +78,20 @@ def parse_mem(text: str) -> float:
     return float(m.group(1)) * {"K": 1 / 1024**2, "M": 1 / 1024, "G": 1, "T": 1024, "": 1}[m.group(2)]
 
 
-def _env_lines(threads: str) -> list[str]:
-    """Shell lines run before each shard: thread count, import path, quiet HF loaders."""
+THREADS = "${SLURM_CPUS_PER_TASK:-$(nproc)}"  # the CPUs this job was given
+CPUS_PER_GPU = 4  # asked for when --gpus-per-task is given without --cpus-per-task (tokenizer, sampling loop)
+
+
+def _env_lines(threads: str, offline: bool = False) -> list[str]:
+    """Shell lines run before each shard: thread count, import path, quiet HF loaders, and
+    offline hub access when the launcher fetched the weights already."""
     path = f"{shlex.quote(str(ROOT))}:{shlex.quote(str(ROOT / 'src'))}"
-    return [f"export OMP_NUM_THREADS={threads}", f"export MKL_NUM_THREADS={threads}",
-            f'export PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}"',
-            "export HF_HUB_DISABLE_PROGRESS_BARS=1"]
+    lines = [f"export OMP_NUM_THREADS={threads}", f"export MKL_NUM_THREADS={threads}",
+             f'export PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}"',
+             "export HF_HUB_DISABLE_PROGRESS_BARS=1"]
+    if offline:
+        lines += ["export HF_HUB_OFFLINE=1", "export TRANSFORMERS_OFFLINE=1"]
+    return lines
 
 
 def _run(cmd: list[str]) -> str:
@@ -101,21 +114,40 @@ def partition_time_min(partition: str | None) -> int:
     return DEFAULT_TIME_MIN
 
 
+def node_gpus(partition: str | None) -> int | None:
+    """GPUs per node of the partition from ``sinfo``'s generic resources (``gpu:a100:4(S:0-1)``)."""
+    try:
+        lines = _run(["sinfo", "-h", "-o", "%G", *(["-p", partition] if partition else [])])
+    except (OSError, subprocess.SubprocessError):
+        return None
+    counts = [int(m.group(1)) for m in re.finditer(r"gpu(?::[\w.-]+)?:(\d+)", lines)]
+    return max(counts) if counts else None
+
+
 class SlurmBackend:
     """Shards as SLURM array tasks; job ids look like ``123_4`` (array 123, task 4) or ``130``."""
 
     kind = "slurm"
 
-    def __init__(self, folder: Path, res: Resources):
+    def __init__(self, folder: Path, res: Resources, *, whole_node: bool = False, offline: bool = False):
         if not all(shutil.which(b) for b in ("sbatch", "squeue", "srun")):
             raise ConfigError("--executor slurm needs SLURM's sbatch, squeue and srun on PATH (run it "
                               "on a cluster login node), or use --executor local")
+        if whole_node and res.gpus_per_task is None:  # a device map spreads one model over a node's GPUs
+            n = node_gpus(res.partition)
+            if n is None:
+                raise ConfigError("--device-map needs every GPU of a node, but sinfo does not say how many "
+                                  "a node has; give --gpus-per-task G")
+            res = replace(res, gpus_per_task=n)
+        if res.gpus_per_task and res.cpus_per_task is None:
+            res = replace(res, cpus_per_task=CPUS_PER_GPU * res.gpus_per_task)
         self.folder, self.res = folder, res
         self.ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=MAX_TIMEOUTS)
         time_min = res.time_min or partition_time_min(res.partition)
+        # --ntasks 1 explicit: SLURM 23.11+ rejects --gpus-per-task without --ntasks
         kw: dict[str, Any] = dict(job_name="introspect-sweep", time=time_min,
-                                  setup=_env_lines("${SLURM_CPUS_PER_TASK:-1}"),
-                                  additional_parameters={"requeue": True})
+                                  setup=_env_lines(THREADS, offline),
+                                  additional_parameters={"requeue": True, "ntasks": 1})
         for key, val in (("partition", res.partition), ("gpus_per_task", res.gpus_per_task),
                          ("cpus_per_task", res.cpus_per_task), ("mem", res.mem_gb)):
             if val is not None:
@@ -177,14 +209,18 @@ class LocalBackend:
 
     kind = "local"
 
-    def __init__(self, folder: Path, res: Resources, parallel: int, gpus: int):
+    def __init__(self, folder: Path, res: Resources, parallel: int, gpus: int, *, gpus_per_shard: int = 1,
+                 offline: bool = False):
         self.folder, self.parallel, self.gpus = folder, max(1, parallel), gpus
+        self.per = max(1, min(gpus_per_shard, gpus)) if gpus else 0
+        self.groups = [tuple(range(i, i + self.per)) for i in range(0, gpus - self.per + 1, self.per)] if gpus else []
+        self.parallel = min(self.parallel, len(self.groups)) if self.groups else self.parallel
         self.time_min = res.time_min or 7 * DEFAULT_TIME_MIN
         threads = res.cpus_per_task or max(1, (os.cpu_count() or 1) // self.parallel)
-        self.threads = str(threads)
+        self.threads, self.offline = str(threads), offline
         self.queue: dict[int, Any] = {}  # shard -> callable, not started yet
         self.jobs: dict[int, Any] = {}
-        self.gpu_of: dict[int, int] = {}
+        self.gpu_of: dict[int, tuple[int, ...]] = {}
 
     def _start(self) -> None:
         running = {k for k, j in self.jobs.items() if not j.done()}
@@ -193,11 +229,12 @@ class LocalBackend:
                 break
             ex = submitit.LocalExecutor(folder=self.folder, max_num_timeout=MAX_TIMEOUTS,
                                         python=shlex.quote(sys.executable))
-            setup = _env_lines(self.threads)
-            if self.gpus:
+            setup = _env_lines(self.threads, self.offline)
+            if self.groups:  # a free group of GPUs (one GPU, or all of them for a spread model)
                 used = {self.gpu_of[r] for r in running if r in self.gpu_of}
-                self.gpu_of[k] = min(set(range(self.gpus)) - used, default=k % self.gpus)
-                setup.append(f"export CUDA_VISIBLE_DEVICES={self.gpu_of[k]}")
+                free = [g for g in self.groups if g not in used]
+                self.gpu_of[k] = free[0] if free else self.groups[k % len(self.groups)]
+                setup.append(f"export CUDA_VISIBLE_DEVICES={','.join(map(str, self.gpu_of[k]))}")
             ex.update_parameters(timeout_min=self.time_min, setup=setup)
             self.jobs[k] = ex.submit(self.queue.pop(k))
             running.add(k)
@@ -222,3 +259,34 @@ class LocalBackend:
         for j in self.jobs.values():
             if not j.done():
                 j.cancel()
+
+
+# ---------------------------------------------------------------- before any shard starts
+def gpus_for(need_bytes: int) -> int:
+    """GPUs one local shard needs for weights of ``need_bytes`` (1 without GPUs or a size)."""
+    import math
+
+    import torch
+
+    from introspect.devices import HEADROOM
+
+    if not need_bytes or not torch.cuda.is_available():
+        return 1
+    smallest = min(torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count()))
+    return max(1, math.ceil(need_bytes / (HEADROOM * smallest)))
+
+
+def prefetch(models: list[str], dtype: str | None = None) -> int:
+    """Fetch every model's weights once, here (hub snapshots with progress, registry conversions),
+    so shards start offline instead of all downloading at once; the largest model's bytes."""
+    from introspect import hub
+    from introspect.models import resolve, resolve_dtype
+
+    need = 0
+    for name in models:
+        path, entry = resolve(name, progress=True)
+        if not Path(path).is_dir():
+            path = str(hub.snapshot(path))
+        dt = resolve_dtype(dtype or (entry.dtype if entry else None), "cuda")
+        need = max(need, hub.weights_bytes(Path(path), dt.itemsize))
+    return need

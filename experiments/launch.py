@@ -17,7 +17,11 @@ decided from the shards' *records*, not from job states alone:
   instead of duplicating them, and submits only shards that are neither live nor complete;
 * at the end the merge writes the one summary and dashboard for ``<out>`` (the report loader reads
   every shard's JSONL and counts each trial id once). Without ``--wait`` a small dependent job
-  does the merge once the array has ended.
+  does the merge once the array has ended;
+* before any shard starts, the launcher fetches every model's weights once (hub snapshots with a
+  progress bar, registry GGUF conversions) and the shards then run offline; a local shard gets as
+  many GPUs as its model needs (all of them with ``--device-map``), and GPU memory is given back
+  between the models of a sweep.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from typing import Any
 
 import submitit
 
-from experiments.executors import LocalBackend, Resources, SlurmBackend
+from experiments.executors import LocalBackend, Resources, SlurmBackend, gpus_for, prefetch
+from introspect.devices import release
 from introspect.records import done_trial_ids
 
 EXECUTORS = ("slurm", "local")
@@ -53,6 +58,8 @@ class Launch:
     max_retries: int = 2
     parallel: int | None = None  # local executor: shards at once (default: GPUs, else all)
     run_kw: dict[str, Any] = field(default_factory=dict)  # device, dtype, device_map
+    offline: bool = False  # the launcher fetched every model's weights: shards need no hub
+    need_bytes: int = 0  # the largest model's weights once loaded (plans GPUs per local shard)
 
     @property
     def out(self) -> Path:
@@ -108,7 +115,8 @@ def run_shard(plan: Launch, k: int) -> int:
         summary = run_grid(model, tasks, cfg, out, shard=shard, progress=False, notes=notes)
         print(f"== shard {k}/{plan.shards} {summary.model}\n{summary.table()}", flush=True)
         n_run += summary.n_run
-        del model
+        del model, ctx
+        release()  # the next model of the sweep gets the GPU memory back
     return n_run
 
 
@@ -168,15 +176,18 @@ class Progress:
 # ---------------------------------------------------------------- submit, watch, retry
 def _backend(plan: Launch):
     folder = (plan.out / "jobs").absolute()
+    spread = bool(plan.run_kw.get("device_map"))
     if plan.executor == "slurm":
-        return SlurmBackend(folder, plan.resources)
+        return SlurmBackend(folder, plan.resources, whole_node=spread, offline=plan.offline)
     gpus = 0
     if plan.run_kw.get("device") != "cpu":
         import torch
 
         gpus = torch.cuda.device_count()
-    parallel = plan.parallel or (gpus or plan.shards)
-    return LocalBackend(folder, plan.resources, min(parallel, plan.shards), gpus)
+    per = gpus if spread else gpus_for(plan.need_bytes)
+    parallel = plan.parallel or (max(1, gpus // max(per, 1)) if gpus else plan.shards)
+    return LocalBackend(folder, plan.resources, min(parallel, plan.shards), gpus, gpus_per_shard=per,
+                        offline=plan.offline)
 
 
 def _bar(enabled: bool):
@@ -358,9 +369,15 @@ def main(argv: list[str]) -> int:
                         mem_gb=parse_mem(largs.mem) if largs.mem else None,
                         cpus_per_task=largs.cpus_per_task)
         run_kw = {k: getattr(args, k) for k in ("device", "dtype", "device_map") if getattr(args, k)}
+        if args.attention:
+            run_kw["attn_implementation"] = args.attention
         if args.adapter:  # shards may run elsewhere (SLURM): an absolute path
             run_kw["adapter"] = str(Path(args.adapter).expanduser().absolute())
-        plan = Launch(s, largs.shards, largs.executor, res, largs.max_retries, largs.parallel, run_kw)
+        from introspect.models import DEFAULT_MODEL
+
+        need = prefetch(s.get("models") or [DEFAULT_MODEL], run_kw.get("dtype"))
+        plan = Launch(s, largs.shards, largs.executor, res, largs.max_retries, largs.parallel, run_kw,
+                      offline=True, need_bytes=need)
         return launch(plan, wait=largs.wait or largs.executor == "local",
                       progress=not args.no_progress)
     except Exception as e:

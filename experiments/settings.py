@@ -90,10 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
       help="sampled answers per trial, each from its own seeded stream (default 1; greedy runs use 1)")
     a("--greedy", action="store_true", help="greedy decoding (same as --temperature 0)")
     a("--max-new-tokens", type=int)
-    a("--batch-size", type=int)
+    a("--batch-size", type=_batch_size, metavar="N|auto",
+      help="rows per batch, lowered to what fits in free memory; auto = as many as fit (GPUs)")
     a("--device-map", help="e.g. auto: spread one model over all visible GPUs")
     a("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     a("--dtype", help="fp32 | fp16 | bf16 (default per model)")
+    a("--attention", choices=("auto", "sdpa", "eager"),
+      help="attention implementation (default auto: sdpa unless the model needs eager)")
     a("--adapter", metavar="DIR", help="LoRA adapter from experiments.train_aware, merged into its base "
                                        "model (--model defaults to that base); results go to <model>+lora-<hash>")
     a("--no-resume", action="store_true", help="rerun trials already in the results files")
@@ -144,6 +147,16 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return check_settings(s, "command line")
 
 
+def _batch_size(text: str) -> int:
+    """``--batch-size``: a positive integer, or ``auto`` (0: from free memory)."""
+    if text.strip().lower() == "auto":
+        return 0
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or auto, got {text!r}") from None
+
+
 def _num(key: str, v: Any, kind: type) -> Any:
     if isinstance(v, bool) or not isinstance(v, (int, float) if kind is float else int):
         if isinstance(v, str) and kind is float and v.strip().lower() in ("nan", "inf", "-inf", ".nan"):
@@ -170,6 +183,8 @@ def check_settings(raw: Any, source: str) -> dict[str, Any]:
     s = dict(raw)
     if s.get("layers") is not None and s.get("layers_grid") is not None:
         raise ConfigError(f"{source}: give either layers or layers_grid, not both")
+    if str(s.get("batch_size")).lower() == "auto":
+        s["batch_size"] = 0
     for key in _INT_KEYS:
         if s.get(key) is not None:
             s[key] = _num(key, s[key], int)
@@ -236,8 +251,9 @@ def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
 
 def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, progress: bool = True,
                  device_map: str | None = None, device: str | None = None, dtype: str | None = None,
-                 resume: bool = True, adapter: str | None = None) -> int:
+                 resume: bool = True, adapter: str | None = None, attention: str | None = None) -> int:
     """Run every model of a settings dict, print summaries, write summary + dashboard. Returns 0."""
+    from introspect.devices import release
     from introspect.models import DEFAULT_MODEL, load_model
     from introspect.runner import run_grid, validate
 
@@ -254,7 +270,8 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
     notes = [f"device_map={device_map}"] if device_map else []
     summaries = []
     for name in models:
-        model = load_model(name, dtype=dtype, device=device, device_map=device_map, adapter=adapter)
+        model = load_model(name, dtype=dtype, device=device, device_map=device_map, adapter=adapter,
+                           **({"attn_implementation": attention} if attention else {}))
         cfg = task_config(s, model.cfg.n_layers)
         summary = run_grid(model, tasks, cfg, out, shard=shard, resume=resume, progress=progress,
                            notes=notes)
@@ -264,6 +281,7 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
         print(f"\n== {summary.model}{grid}  shard={shard and f'{shard[0]}/{shard[1]}'}")
         print(summary.table())
         del model
+        release()  # the next model gets the GPU memory back
     report(out, summaries)
     return 0
 
@@ -323,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from_args(args)
         return run_settings(settings, shard=shard, progress=not args.no_progress,
                             device_map=args.device_map, device=args.device, dtype=args.dtype,
-                            resume=not args.no_resume, adapter=args.adapter)
+                            resume=not args.no_resume, adapter=args.adapter, attention=args.attention)
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

@@ -70,16 +70,24 @@ def _trials(*paths: Path) -> dict[str, dict]:
     return out
 
 
+def _close(x, y) -> bool:
+    """Equal, except floats (also inside dicts such as ``grade``) to 1e-6 relative: a shard batches
+    other rows than the unsharded run, and CPU kernels round a row differently with its batch's
+    width (measured: ~1e-7 on log-probabilities). Texts, ids and every non-float must be equal."""
+    if isinstance(x, float) and isinstance(y, float):
+        return abs(x - y) <= 1e-6 * max(abs(x), abs(y))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_close(x[k], y[k]) for k in x)
+    return x == y
+
+
 def _mismatches(a: dict[str, dict], b: dict[str, dict]) -> list[tuple]:
-    """Ids, responses and grades must be equal; other fields too, floats to 1e-6 (batching)."""
+    """Ids, responses and every non-float field must be equal; floats to 1e-6 (batching)."""
     bad: list[tuple] = [(k, "missing") for k in set(a) ^ set(b)]
     for k in set(a) & set(b):
         for f in (a[k].keys() | b[k].keys()) - {"ts", "run_id"}:
             x, y = a[k].get(f), b[k].get(f)
-            if isinstance(x, float) and isinstance(y, float) and f not in ("response", "grade"):
-                if abs(x - y) > 1e-6 * max(abs(x), abs(y)):
-                    bad.append((k, f, x, y))
-            elif x != y:
+            if not _close(x, y):
                 bad.append((k, f, x, y))
     return bad
 
@@ -249,7 +257,7 @@ def test_failing_shard_is_named_with_its_log(tiny_dir, tmp_path):
     assert p.returncode == 1, e
     errors = [ln for ln in e.splitlines() if ln.startswith("error: ")]
     assert len(errors) == 1 and "resubmitting (retry 1 of 1)" in o, (o, e)
-    assert "shard 0/1 failed 2 times" in errors[0] and "no file named model.safetensors" in errors[0]
+    assert "shard 0/1 failed 2 times" in errors[0] and "holds no weight files" in errors[0]
     log = Path(re.search(r"log: (\S+)$", errors[0]).group(1))
     assert log.exists() and log.parent == tmp_path / "out" / "jobs"
 
