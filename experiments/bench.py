@@ -1,13 +1,18 @@
 """Benchmark: speed ratios measured in one run on the embedded default model (not a test).
 
-    python -m experiments.bench [--model NAME] [--n 32] [--skip-cold] [--skip-sweep]
+    python -m experiments.bench [--model NAME] [--n 32] [--skip-cold] [--skip-sweep] [--device cuda]
 
 Prints, each as a ratio of two timings taken in this run on this machine, with tokens/s beside it.
+First: one decoding step of the 16-row task-A batch, ours vs raw transformers sdpa (target ≤ 1.1×),
+and prefill / decode tokens per second of both; with ``--device cuda`` those are the figures (on
+the GPU, against HF ``generate`` with sdpa) and the CPU-only rows are skipped. The first line says
+whether other Python processes were running: timings taken beside them are contended, and only
+their ratios mean anything.
 Unless a line says otherwise, every generation makes exactly ``--new-tokens`` tokens per row
 (end-of-sequence suppressed until then, on both sides), so each ratio compares equal work:
 - on 16 task-A prompts (chat template, the Lindsey preamble, injection from "Trial N"): our
   injected batch with the shared-prefix cache vs raw transformers sdpa ``generate`` on the same
-  left-padded batch with no hook — the anchor a user would pick instead (target ≤ 0.4×); and,
+  left-padded batch with no hook — the anchor a user would pick instead (target ≤ 0.5×); and,
   as a run really goes (rows end at end-of-sequence), ours vs raw transformers with the same
   injection as a plain forward hook, whose tokens must equal ours
 - K = 16 sampled answers to one task-A prompt vs one greedy answer to it (target ≤ 4×)
@@ -77,11 +82,61 @@ def _n_tokens(gens) -> int:
     return sum(len(g.tokens) for g in gens)
 
 
-def _raw_hf(model_name: str):
+def _raw_hf(model_name: str, device: str = "cpu", dtype: torch.dtype = torch.float32):
     from transformers import AutoModelForCausalLM
 
-    hf = AutoModelForCausalLM.from_pretrained(resolve(model_name)[0], attn_implementation="sdpa", dtype=torch.float32)
+    from introspect import hub
+
+    path = resolve(model_name)[0]
+    path = path if Path(path).is_dir() else str(hub.snapshot(path))
+    hf = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa", dtype=dtype,
+                                              device_map={"": device} if device != "cpu" else None)
     return hf.eval()
+
+
+def contention() -> list[str]:
+    """Other Python processes on this machine (they share the CPU and skew every timing)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["pgrep", "-af", "python"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [ln for ln in out.splitlines() if ln.split()[0] != str(os.getpid()) and "pgrep" not in ln]
+
+
+def bench_steps(model, hf, prompts, specs, new_tokens: int, device: str) -> dict[str, float]:
+    """Prefill and per-step decode time of one batch, ours (injected, prefix-shared) vs raw HF
+    ``generate`` with sdpa (no hook): a step is (time for 1 + n tokens − time for 1 token) / n."""
+    from introspect.inject import pad_left
+
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    pad = hf.config.pad_token_id if hf.config.pad_token_id is not None else 0
+    toks, mask, _ = pad_left(prompts, pad)
+    toks, mask = toks.to(device), mask.to(device)
+    n = len(prompts)
+
+    def ours(k):
+        def f():
+            generate(model, prompts, specs, max_new_tokens=k, min_new_tokens=k, batch_size=n)
+            sync()
+        return f
+
+    def raw(k):
+        def f():
+            with torch.no_grad():
+                hf.generate(toks, attention_mask=mask, max_new_tokens=k, min_new_tokens=k, do_sample=False,
+                            pad_token_id=pad)
+            sync()
+        return f
+
+    k = new_tokens + 1
+    res = {"rows": n, "prompt_tokens": sum(len(p) for p in prompts), "new": new_tokens}
+    for who, fn in (("ours", ours), ("raw", raw)):
+        fn(2)()  # warm-up
+        one, many = _timed(fn(1), repeat=3), _timed(fn(k), repeat=3)
+        res[f"{who}_prefill_s"], res[f"{who}_step_s"] = one, (many - one) / new_tokens
+    return res
 
 
 def _until_eos(out: torch.Tensor, hf) -> list[list[int]]:
@@ -225,14 +280,33 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--new-tokens", type=int, default=24)
     ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--skip-sweep", action="store_true")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda: prefill/decode tokens/s vs HF generate")
+    ap.add_argument("--steps-only", action="store_true", help="stop after the decode-step and prefill rows")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
-    print(f"introspect bench — model {args.model}, torch threads {torch.get_num_threads()}", flush=True)
+    print(f"introspect bench — model {args.model}, device {args.device}, torch threads {torch.get_num_threads()}",
+          flush=True)
+    others = contention()
+    print(f"CONTENDED: {len(others)} other Python process(es) running; read the ratios only" if others
+          else "uncontended: no other Python process running", flush=True)
     rows = _Rows()
+    gpu = args.device.startswith("cuda")
+    model = load_model(args.model, device=args.device)
+    prompts, specs = _task_a(model, args.n)
+    dtype = next(model.original_model.parameters()).dtype
+    st = bench_steps(model, _raw_hf(args.model, args.device, dtype), prompts, specs, args.new_tokens, args.device)
+    rows.append((f"decode step, {st['rows']} rows: ours / raw transformers sdpa", st["ours_step_s"] / st["raw_step_s"],
+                 f"{1000 * st['ours_step_s']:.0f} ms vs {1000 * st['raw_step_s']:.0f} ms "
+                 f"({st['rows'] / st['ours_step_s']:.0f} vs {st['rows'] / st['raw_step_s']:.0f} decode tok/s; "
+                 f"attention {model.introspect_info.attention}) (target ≤ 1.1×)"))
+    rows.append(("prefill: ours (shared prefix) / raw transformers", st["ours_prefill_s"] / st["raw_prefill_s"],
+                 f"{st['prompt_tokens'] / st['ours_prefill_s']:.0f} vs {st['prompt_tokens'] / st['raw_prefill_s']:.0f} "
+                 f"prompt tok/s ({st['prompt_tokens']} prompt tokens)"))
+    if gpu or args.steps_only:
+        return
     if not args.skip_cold:
         ld = bench_load(args.model)
         rows.append(("model load: cold / warm", ld["cold_s"] / ld["warm_s"], f"cold {ld['cold_s']:.1f} s, warm {ld['warm_s']:.2f} s (target warm ≤ 3 s)"))
-    model = load_model(args.model)
     g = bench_generation(model, args.model, args.n, args.new_tokens)
 
     def tps(key: str) -> str:
@@ -240,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
 
     rows.append(("task-A batch, prefix-shared / raw transformers", g["batched_s"] / g["raw_s"],
                  f"{g['batched_s']:.2f} s ({tps('batched')}) vs {g['raw_s']:.2f} s ({tps('raw')}), "
-                 f"{args.n} prompts × {args.new_tokens} tokens (target ≤ 0.4×)"))
+                 f"{args.n} prompts × {args.new_tokens} tokens (target ≤ 0.5×)"))
     rows.append(("task-A batch as run (ends at EOS) / raw + same hook", g["natural_s"] / g["rawinj_s"],
                  f"{g['natural_s']:.2f} s ({tps('natural')}) vs {g['rawinj_s']:.2f} s ({tps('rawinj')}); "
                  f"identical tokens: {'yes' if g['same_tokens'] else 'NO'} (finished rows leave our batch)"))
