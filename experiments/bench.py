@@ -331,6 +331,13 @@ def main(argv: list[str] | None = None) -> None:
     v = bench_vectors(model, 6, layers)
     rows.append(("vector extraction: batched / per word per layer", v["naive_s"] / v["batched_s"],
                  f"{v['batched_s']:.2f} s vs {v['naive_s']:.2f} s for 6 words × {len(layers)} layers (target ≥ 20×)"))
+    from experiments.bench_controls import bench_controls
+
+    c = bench_controls(model)
+    rows.append(("task A: a control per concept / one shared control", c["all_s"] / c["shared_s"],
+                 f"{c['all_s']:.1f} s vs {c['shared_s']:.1f} s for {c['trials_all']:.0f} vs "
+                 f"{c['trials_shared']:.0f} trials ({c['trials_all'] / c['trials_shared']:.2f}× the trials; "
+                 "paper framing, 8 concepts, 2 α, K = 2, best of 2)"))
     if not args.skip_sweep:
         s = bench_sweep(args.model)
         if s is None:

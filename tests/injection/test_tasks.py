@@ -181,3 +181,12 @@ def test_task_d_think_minus_dont_think_on_default(default_model):
     assert len(diffs) == 3 * default_model.cfg.n_layers
     assert max(abs(x) for x in diffs) > 1e-3  # real activations differ between the instructions
     assert all(len(r.grade["cos_ctrl"]) == default_model.cfg.n_layers for r in recs)
+
+
+def test_bench_of_per_concept_controls_runs_both_layouts(tiny_model):
+    from experiments.bench_controls import bench_controls
+
+    c = bench_controls(tiny_model("llama"), n_concepts=3, new_tokens=3)
+    # paper framing, K = 2: per concept 2 × (1 control + 2 α × 4 conditions); shared: one concept's controls
+    assert (c["trials_all"], c["trials_shared"]) == (3 * 2 * 9, 3 * 2 * 9 - 2 * 2)
+    assert c["all_s"] > 0 and c["shared_s"] > 0
