@@ -143,3 +143,14 @@ def test_unknown_attention_choice_is_one_line(tiny_dir):
 def test_header_card_names_the_attention(tiny_model, eager_model):
     assert tiny_model("llama").introspect_info.card()["attention"] == "sdpa"
     assert eager_model("llama").introspect_info.card()["attention"] == "eager"
+
+
+def test_the_decode_loop_runs_sdpa(tiny_model, sdpa_calls):
+    """decode drives ``model.original_model`` (the HF model inside the bridge): its attention
+    modules are the bridge's, so the fast path is what generation runs."""
+    from introspect.decode import generate
+
+    m = tiny_model("qwen2")
+    ps, _, _, _ = _batch(m)
+    generate(m, ps, None, max_new_tokens=3, min_new_tokens=3)
+    assert sdpa_calls["calls"] >= 3 * m.cfg.n_layers  # prompt pass and two decoding steps, every layer

@@ -105,3 +105,16 @@ def test_header_says_device_attention_dtype_and_batch(tiny_model, tmp_path, monk
     assert rt["batch_size"] == header["config"]["batch_size"] == devices.CPU_MAX_BATCH
     assert rt["batch_rule"].startswith("auto: ")
     assert "attention sdpa" in summary.table() and f"batch {devices.CPU_MAX_BATCH}" in summary.table()
+
+
+def test_batch_size_auto_on_the_command_line(monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    from experiments.settings import build_parser, check_settings
+
+    assert build_parser().parse_args(["--batch-size", "auto"]).batch_size == 0
+    assert build_parser().parse_args(["--batch-size", "12"]).batch_size == 12
+    assert check_settings({"batch_size": "auto"}, "test")["batch_size"] == 0
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--batch-size", "lots"])
