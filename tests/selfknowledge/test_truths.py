@@ -116,6 +116,9 @@ def test_k_defaults_to_five_and_k1_warns(tiny_model):
     s5 = M.summarize_seb_restriction(df5).set_index("metric")
     assert "warning_single_draw_truth" not in s5.index and s5.loc["truth_draws_per_item", "value"] == 5
     assert s5.loc["logit_accuracy", "n"] == 15 and s5.loc["logit_accuracy", "n_items"] == 3
+    from introspect.report.metrics import summarize  # the report's table: n draws, n_clusters items
+    r = summarize(df5.assign(layer_idx=None, alpha=None, alpha_units=None)).set_index("metric")
+    assert r.loc["logit_accuracy", "n"] == 15 and r.loc["logit_accuracy", "n_clusters"] == 3
 
 
 def test_surface_baseline_is_scored_per_draw_like_the_model():

@@ -105,7 +105,8 @@ def _sk_rows(fn: Callable[[pd.DataFrame], pd.DataFrame]) -> Summarizer:
             is_p = bool(_SK_P.search(str(r["metric"])))
             ci = "" if pd.isna(r["lo"]) else "95%"
             out.append(row(keys, r["metric"], (r["value"], r["lo"], r["hi"]), r["n"], r.get("condition") or "",
-                           ci=ci, p=float(r["value"]) if is_p else math.nan))
+                           ci=ci, p=float(r["value"]) if is_p else math.nan,
+                           n_clusters=r.get("n_items")))  # the items behind a row of draws
         return out
 
     return rows

@@ -179,7 +179,8 @@ def greedy(ctx: RunContext, prompts: Sequence[Prompt], max_new_tokens: int,
 
 def gen_info(ctx: RunContext, **budgets: int) -> dict[str, Any]:
     return {"sampling": sampling(ctx).to_dict(), "n_draws": n_draws(ctx), "max_new_tokens": budgets,
-            "format": prompt_format(ctx), "budget_source": {k: _BUDGET_SRC.get(k, "default") for k in budgets}}
+            "format": prompt_format(ctx),
+            "budget_source": {k: _BUDGET_SRC.get(f"{k}_tokens", "fixed") for k in budgets}}
 
 
 def cut(g: Generation) -> bool:

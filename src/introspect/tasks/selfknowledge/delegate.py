@@ -44,7 +44,6 @@ from introspect.tasks.selfknowledge.common import (
     _knob,
     _opt,
     arith_tag,
-    budget,
     calibrated_budget,
     decisions,
     draws,
@@ -124,7 +123,7 @@ def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any
     if short:
         ps = rendered(ctx, [user(BASELINE_SHORT.format(q=q.question), prefill=PREFILL) for q in short],
                       "delegate-short")
-        st = calibrated_budget(ctx, "short_tokens", ps, 16, 64)
+        st = _short_budget(ctx)
         gr = greedy(ctx, ps, st)
         sampled = draws(ctx, ps, [f"delegate:base:{q.id}" for q in short], st)
         judges = judges_for(_opt(ctx, "judge", None))
@@ -140,6 +139,15 @@ def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any
                          "text_choice": g.text.strip()[:80], "text_correct": bool(first.correct),
                          "parse_ok": bool(g.text.strip()), "prompt": p.text, "response": g.text}
     return out
+
+
+def _short_budget(ctx: RunContext) -> int:
+    """Budget of a short answer, calibrated on the first three short questions of the pool
+    (the same in every batch, and for the game's replies)."""
+    short = [q for q in _pool(ctx)[1] if not isinstance(q, MCQuestion)][:3]
+    return calibrated_budget(ctx, "short_tokens", rendered(ctx, [user(BASELINE_SHORT.format(q=q.question),
+                                                                     prefill=PREFILL) for q in short],
+                                                              "delegate-short"), 16, 64)
 
 
 def stratified(qs: Sequence[Question], correct: dict[str, bool], n: int, h: int
@@ -282,7 +290,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
                                by_id[t.param("qid")]) for t in trials]
     mc = all(isinstance(by_id[t.param("qid")], MCQuestion) for t in trials)
     prompts = rendered(ctx, convs, "game-mc" if mc else "game-short")
-    tt = 8 if mc else budget(ctx, "short_tokens", 32)
+    tt = 8 if mc else _short_budget(ctx)
     dec, gens = decisions(ctx, prompts, letter_ids(ctx.model.tokenizer, "ABCDT" if mc else "T"), tt)
     kept: list[ShortGrade | None] = [None] * len(trials)  # short answers kept: graded in one batch
     ask = [k for k, (t, g) in enumerate(zip(trials, gens))
@@ -297,7 +305,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         grade.update(source=t.param("questions"), feedback=bool(t.param("feedback")), history_len=len(hist),
                      game_cut=g.stop_reason == "length", **surface(q))
         yield ctx.record(t, prompt=p.text, response=g.text, grade=grade,
-                         gen=gen_info(ctx, game=tt), extra={"baseline_prompt": base[q.id]["prompt"],
+                         gen=gen_info(ctx, **({"game": tt} if mc else {"short": tt})), extra={"baseline_prompt": base[q.id]["prompt"],
                                                             "baseline_response": base[q.id]["response"]})
 
 
