@@ -143,8 +143,9 @@ def _report_check(model, out: Path, layer: int, cfg, n: int) -> None:
     for split in ("train", "heldout"):
         words = yaml.safe_load((out / f"words_{split}.yaml").read_text())["targets"][:n]
         r = detection_check(model, words, layer, mid)
-        print(f"check {split} (strength {mid:g}, greedy, paper prompt): yes injected {r['yes_injected']:.2f}, "
-              f"yes clean {r['yes_clean']:.2f}, names the concept {r['identified']:.2f}")
+        print(f"check {split} (strength {mid:g} resid, greedy, paper prompt): yes injected {r['yes_injected']:.2f}, "
+              f"yes clean {r['yes_clean']:.2f}, yes random direction {r['yes_random']:.2f}, "
+              f"names the concept {r['identified']:.2f}")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,10 @@ def detection_check(model: Any, words: Sequence[str], layer: int, strength: floa
     """Greedy answers to one detection prompt, clean and with each word's concept injected at
     ``strength`` × the residual norm from the mark on (task A's ``resid`` unit).
 
-    Returns ``yes_injected`` / ``yes_clean`` (shares graded as detected), ``identified`` (share of
-    injected answers naming the word) and the answers themselves.
+    Returns ``yes_injected`` / ``yes_clean`` / ``yes_random`` (shares graded as detected; random: a
+    random direction at the same norm), ``identified`` (share of injected answers naming the
+    word), the residual norm and the concept vectors' mean raw norm (raw α = strength × resid_norm
+    / raw_norm), and the answers themselves.
     """
     from introspect.decode import generate
     from introspect.prompts import load_words
@@ -40,13 +42,21 @@ def detection_check(model: Any, words: Sequence[str], layer: int, strength: floa
     rn = float(residuals(model, [prompt], [layer], positions=[list(range(start, len(prompt)))])[0][0].norm(dim=-1).mean())
     cvs = build_concept_vectors(model, list(words), [layer], base)
     specs = [InjectionSpec(layer, strength * rn, cvs[(w, layer)].vector, From(start)) for w in words]
-    gens = generate(model, [prompt] * (len(words) + 1), [None, *specs], max_new_tokens=max_new_tokens)
+    noise = []
+    for i in range(len(words)):  # a random direction at the same norm per word: the Gaussian ablation
+        v = torch.randn(model.cfg.d_model, generator=torch.Generator().manual_seed(1000 + i))
+        noise.append(InjectionSpec(layer, strength * rn, v / v.norm(), From(start)))
+    k = len(words)
+    gens = generate(model, [prompt] * (2 * k + 1), [None, *specs, *noise], max_new_tokens=max_new_tokens)
     clean = grade_task_A(gens[0].text, None, False)
-    graded = [grade_task_A(g.text, w, True) for g, w in zip(gens[1:], words)]
-    n = max(len(words), 1)
+    graded = [grade_task_A(g.text, w, True) for g, w in zip(gens[1:k + 1], words)]
+    rand = [grade_task_A(g.text, None, True) for g in gens[k + 1:]]
+    n = max(k, 1)
     return {"yes_injected": sum(g["detected"] for g in graded) / n, "yes_clean": float(clean["detected"]),
+            "yes_random": sum(g["detected"] for g in rand) / n,
             "identified": sum(g["matched"] for g in graded) / n, "resid_norm": rn,
-            "clean_answer": gens[0].text, "answers": {w: g.text for w, g in zip(words, gens[1:])}}
+            "raw_norm_mean": sum(cvs[(w, layer)].raw_norm for w in words) / n,
+            "clean_answer": gens[0].text, "answers": {w: g.text for w, g in zip(words, gens[1:k + 1])}}
 
 
 def training_budget(model: Any = None, *, layer: int | None = None, steps: int = 5, batch_size: int = 8,

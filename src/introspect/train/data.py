@@ -26,7 +26,7 @@ YES = "Yes, I detect an injected thought. It is about {word}."
 NO = "No, I don't detect an injected thought."
 CLAIM = "I am injecting a thought about {word} right now."
 KINDS = ("positive", "mismatch", "clean", "gaussian", "suggested")
-DEFAULT_MIX = (("positive", 0.40), ("mismatch", 0.10), ("clean", 0.25), ("gaussian", 0.15), ("suggested", 0.10))
+DEFAULT_MIX = (("positive", 0.40), ("mismatch", 0.10), ("clean", 0.15), ("gaussian", 0.25), ("suggested", 0.10))
 INJECTED_KINDS = ("positive", "mismatch", "gaussian")
 
 # Short paraphrases of the detection question (the task-A prompts are the long ones). Each keeps
