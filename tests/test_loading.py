@@ -148,3 +148,17 @@ def test_placement(gpus):
         assert "\n" not in str(e.value)
     with pytest.raises(ModelError, match="does not exist"):
         devices.place(G, "cuda:7")
+
+
+def test_model_info_of_a_foreign_bridge_reads_its_folder(tiny_dir, monkeypatch):
+    """A bridge booted without load_model is identified by its folder's files, not its parameters."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from introspect.models import model_info
+
+    _no_parameter_hashing(monkeypatch)
+    path = str(tiny_dir("gpt2"))
+    bridge = TransformerBridge.boot_transformers(path, device="cpu")
+    info = model_info(bridge)
+    assert info.name == "gpt2" and info.fingerprint == load_model(path).introspect_info.fingerprint
+    assert info.attention == "eager"  # what TransformerLens boots

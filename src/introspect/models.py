@@ -360,10 +360,14 @@ def model_info(model: Any) -> ModelInfo:
     info = getattr(model, "introspect_info", None)
     if info is None:
         hf = model.original_model
-        info = ModelInfo(getattr(hf.config, "_name_or_path", "unknown") or "unknown",
-                         weights_fingerprint(hf), getattr(hf.config, "model_type", "unknown"),
+        source = getattr(hf.config, "_name_or_path", "") or ""
+        local = bool(source) and Path(source).is_dir()  # its files identify it; no parameter hashing
+        info = ModelInfo(hub.display_name(source) if local else source or "unknown",
+                         _fingerprint(source) if local else weights_fingerprint(hf),
+                         getattr(hf.config, "model_type", "unknown"),
                          n_params=sum(p.numel() for p in hf.parameters()),
                          n_layers=int(model.cfg.n_layers), d_model=int(model.cfg.d_model),
-                         dtype=str(next(hf.parameters()).dtype).removeprefix("torch."))
+                         dtype=str(next(hf.parameters()).dtype).removeprefix("torch."),
+                         attention=attention.implementation(model))
         model.introspect_info = info
     return info
