@@ -147,7 +147,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
     tok, pad_id = model.tokenizer, model.tokenizer.pad_token_id
     pad_id = 0 if pad_id is None else pad_id
     eos, dev = eos_ids(model), model.cfg.device
-    eos_t = torch.tensor(sorted(eos), dtype=torch.long, device=dev) if eos else None
+    eos_t = torch.tensor(sorted(eos), dtype=torch.long) if eos else None  # moved to the logits' device once
     tails = Tails(tok, stops, markers)
     lp = shared_prefix(units) if (share and use_cache and len(units) > 1) else 0
     own = [len(p) - lp for p, _ in units]
@@ -185,7 +185,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                 logits, cache = _forward(model, u_ids, u_mask, cache)
                 stats.tokens_computed += u_ids.numel()
                 cache.reorder_cache(ru.to(dev))
-                logits = logits[ru.to(dev)]
+                logits = logits[ru.to(logits.device)]  # logits live where the unembedding is (the last GPU)
                 inj.select(slots)
                 bmask = mask.to(dev)
             for t in range(max_new_tokens):
@@ -196,6 +196,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                     logits, _ = _forward(model, ids[slots], mask[slots], None)
                     stats.tokens_computed += ids[slots].numel()
                 if t < min_new_tokens and eos_t is not None:  # as transformers' min_new_tokens
+                    eos_t = eos_t.to(logits.device)
                     logits = logits.index_fill(1, eos_t, float("-inf"))
                 lps = torch.log_softmax(logits, dim=-1)
                 nxt = choose(logits, sampling, [gens[r] if r is not None else None for r in slots])
