@@ -82,6 +82,7 @@ def training_budget(model: Any = None, *, layer: int | None = None, steps: int =
         s = train(model, cfg, Path(out or tmp) / "adapter", progress=False)
     per_step = float(s["seconds_per_step"])
     return {"load_s": round(load_s, 1), "prepare_s": float(s["seconds_prepare"]), "step_s": per_step,
+            "step_cpu_s": float(s["cpu_seconds_per_step"]),
             "steps_timed": steps, "batch_size": batch_size, "full_steps": full, "layer": layer,
             "full_run_min": round((float(s["seconds_prepare"]) + full * per_step) / 60, 1),
             "peak_rss_mib": float(s["peak_rss_mib"]), "threads": torch.get_num_threads()}

@@ -330,7 +330,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     prep_s = time.perf_counter() - t0
     bar = tqdm(total=cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True,
                file=sys.stderr, disable=not progress)
-    loop_t0 = time.perf_counter()
+    loop_t0, cpu_t0 = time.perf_counter(), time.process_time()
     for step in range(start, cfg.steps):
         rows = D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
                                phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
@@ -351,11 +351,13 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
                           "log": stats.log, "config": cfg.to_dict(), "base_fingerprint": base_fp,
                           "replay": [(r.prompt, list(r.ids)) for r in plan.replay]}, ckpt_path)
     bar.close()
-    loop_s = time.perf_counter() - loop_t0
+    loop_s, cpu_s = time.perf_counter() - loop_t0, time.process_time() - cpu_t0
     _atomic_text(out / LOG, "".join(json.dumps(r) + "\n" for r in stats.log))
     summary = {"steps": cfg.steps, "steps_this_run": cfg.steps - start, "seconds_prepare": round(prep_s, 1),
                "seconds_train": round(loop_s, 1),
                "seconds_per_step": round(loop_s / max(cfg.steps - start, 1), 3),
+               # CPU seconds of all threads per step: on a busy machine, what the step costs without the wait
+               "cpu_seconds_per_step": round(cpu_s / max(cfg.steps - start, 1), 3), "threads": torch.get_num_threads(),
                "peak_rss_mib": round(peak_rss_mib(), 1),
                "loss_first": stats.log[0]["loss"] if stats.log else None,
                "loss_last": stats.log[-1]["loss"] if stats.log else None,
