@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--option", action="append", default=[], metavar="KEY=VALUE",
       help="task-specific option (value parsed as YAML), repeatable")
     a("--words-file", help="concept words YAML (default concepts/words.yaml)")
+    a("--placebo", action="store_true",
+      help="inject a zero vector at the same positions and α: the instrument's null run (its answers "
+           "must equal their controls; written as <model>+placebo)")
     a("--shard", metavar="k/N", help="run only shard k of N (0-based)")
     a("--temperature", type=float, help="sampling temperature (default 1, as Lindsey 2025); 0 = greedy")
     a("--top-p", type=float, help="nucleus sampling mass in (0, 1] (default 1 = off)")
@@ -144,6 +147,8 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         s.pop("layers", None)
     if args.option:
         s["options"] = {**(s.get("options") or {}), **_options(args.option)}
+    if getattr(args, "placebo", False):
+        s["options"] = {**(s.get("options") or {}), "placebo": True}
     return check_settings(s, "command line")
 
 

