@@ -229,7 +229,7 @@ def coverage(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, runs: 
                 head = t[t["metric"].isin(("net", "identification_vs_random", "introspection_score"))]
                 any_sig.append(bool((head["p_holm"] < 0.05).any()))
                 v = t[t["metric"] == "verdict"]
-                detected.append(bool(len(v) and v.iloc[0]["value"] == 1.0))
+                detected.append(bool(len(v) and v.iloc[0]["value"] >= 0.5))  # either kind of "detected"
     out: dict[str, Any] = {"scenario": s.name, "concepts": n_concepts, "trials": n_trials,
                            "samples": n_samples, "runs": runs, "truth": tr}
     for m in METRICS:

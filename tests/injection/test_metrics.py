@@ -307,10 +307,17 @@ def test_detected_only_when_every_gate_passes():
     assert (v.value, v.condition) == (1.0, "detected") and "paper L2 α4" in v.note
     net = get(s, "net")
     assert net.value == 1.0 and net.p == pytest.approx(2 / 2**12) and net.p_holm < 0.05
-    # the same records where −v also says yes: Net no longer beats every ablation
+    # the same records where −v also says yes: Net no longer beats every ablation, only the
+    # Gaussian one: a concept-shaped push is reported, not this concept
     recs = _strong()
     for r in recs:
         if r.condition == "negative" and r.layer_idx == 2:
+            r.grade = {**r.grade, "detected": True}
+    v = verdict(summarize(flat(recs)))
+    assert (v.value, v.condition) == (0.5, "detected, not concept-specific") and "not above negative" in v.note
+    # ... and where the Gaussian direction is reported as often: nothing is detected
+    for r in recs:
+        if r.condition == "random" and r.layer_idx == 2:
             r.grade = {**r.grade, "detected": True}
     assert verdict(summarize(flat(recs))).condition == "inconclusive"
     # ... and where the cell does not steer

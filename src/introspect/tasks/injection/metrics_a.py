@@ -19,8 +19,10 @@ own control per (trial, sample), decoded from the same stream. Per (framing, lay
 
 Holm runs over every framing, cell and headline metric (``HEADLINE``). ``verdict`` (one row per
 model) is "detected" only when a Net survives Holm with its Holm-level interval above 0, beats
-every ablation, holds among coherent answers, and its cell steers; "no measurable effect" only
-when ≥ ``IDENTICAL`` of injected answers equal their controls and nothing steers; otherwise
+every ablation, holds among coherent answers, and its cell steers; "detected, not
+concept-specific" when all of that holds but Net beats only the Gaussian ablation, not another
+concept's vector or −v (a model that reports any concept-shaped push); "no measurable effect"
+only when ≥ ``IDENTICAL`` of injected answers equal their controls and nothing steers; otherwise
 "inconclusive", with the power line.
 """
 
@@ -70,7 +72,8 @@ ABLATIONS = ("random", "concept_random", "negative")
 HEADLINE = {"net", "identification_vs_random", "introspection_score"}
 EFFECT_P = 0.05  # Holm level of every claim
 IDENTICAL = 0.95  # share of injected answers equal to their matched control that means "untouched"
-VERDICTS = {1.0: "detected", 0.0: "inconclusive", -1.0: "no measurable effect"}
+VERDICTS = {1.0: "detected", 0.5: "detected, not concept-specific", 0.0: "inconclusive",
+            -1.0: "no measurable effect"}
 
 
 def logit(p: np.ndarray) -> np.ndarray:
@@ -284,14 +287,20 @@ def power(rows: list[dict], model: str, task: str, metric: str) -> tuple[float, 
 def _verdict(model: str, rows: list[dict], identical: list[float]) -> list[dict]:
     """Task A's verdict for one model (see the module docstring) and its power line."""
     nets = [r for r in rows if r["metric"] == "net" and r["model_id"] == model and r["task"] == "A"]
-    detected = []
+    detected, generic = [], []
     for r in nets:
         lo_h, _ = holm_interval(r, EFFECT_P)
         if not (r["p_holm"] < EFFECT_P and lo_h > 0):
             continue
-        gates = [_find(rows, f"net_vs_{a}", r) for a in ABLATIONS] + [_find(rows, "net:coherent", r)]
-        if all(g is not None and g["lo"] > 0 for g in gates) and cell_steers(rows, model, r):
-            detected.append(f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}")
+        beats = {a: (g := _find(rows, f"net_vs_{a}", r)) is not None and g["lo"] > 0 for a in ABLATIONS}
+        coherent = (c := _find(rows, "net:coherent", r)) is not None and c["lo"] > 0
+        if not (coherent and cell_steers(rows, model, r)):
+            continue
+        where = f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}"
+        if all(beats.values()):
+            detected.append(where)
+        elif beats["random"]:  # above a random push, not above every concept-shaped one
+            generic.append(f"{where} (not above {', '.join(a for a, b in beats.items() if not b)})")
     steered = {(r["layer_idx"], r["alpha"], r["alpha_units"]) for r in rows
                if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and r["lo"] > 0}
     same = float(np.mean(identical)) if identical else math.nan
@@ -302,6 +311,11 @@ def _verdict(model: str, rows: list[dict], identical: list[float]) -> list[dict]
     if detected:
         v, note = 1.0, (f"detected at {', '.join(detected)}: Net's Holm-level interval above 0, above "
                         f"every ablation and among coherent answers, in a cell that steers; {evidence}")
+    elif generic:
+        v, note = 0.5, (f"detected, not specific to the concept, at {', '.join(generic)}: Net's Holm-level "
+                        "interval above 0, above the Gaussian ablation and among coherent answers in a cell "
+                        "that steers, but not above another concept's vector or −v: the model reports a "
+                        f"concept-shaped push, not this concept; {evidence}")
     elif same >= IDENTICAL and not steered:
         v, note = -1.0, (f"no measurable effect: {evidence}. A null here says nothing about introspection: "
                          "the vector did not reach the output (use a larger α, another layer or model)")
