@@ -97,21 +97,24 @@ def test_budgets_come_from_the_models_own_answers(tiny_model, monkeypatch):
 
     seen = []
 
-    def fake(c, ps, n, stop=()):
+    def fake(c, ps, n, sampled):
         seen.append((len(ps), n))
-        return [G(20, "eos"), G(40, "eos"), G(n, "length")][:len(ps)]
+        return [G(20, "eos"), G(40, "eos"), G(30, "stop"), G(10, "eos")][:len(ps)]
 
-    monkeypatch.setattr(common, "greedy", fake)
+    monkeypatch.setattr(common, "_calibration_answers", fake)
     common._BUDGETS.clear()
-    assert common.calibrated_budget(ctx, "response_tokens", prompts, 32, 256) == 68  # 1.5 × 40 + 8
-    assert seen == [(3, 256)]  # three calibration items, answered with the cap
-    assert common.calibrated_budget(ctx, "response_tokens", prompts, 32, 256) == 68 and len(seen) == 1  # cached
+    b = common.calibrated_budget(ctx, "response_tokens", prompts, 32, 256)
+    assert b == 96 and b.source == "calibrated"  # 2 × 40 + 16
+    assert seen == [(4, 256)]  # four calibration items, answered with the cap
+    assert common.calibrated_budget(ctx, "response_tokens", prompts, 32, 256) == 96 and len(seen) == 1  # cached
     assert common.calibrated_budget(ctx, "response_tokens", prompts, 100, 256) == 100  # the floor
     explicit = I.context(m, I.TaskConfig().with_options(response_tokens=12))
-    assert common.calibrated_budget(explicit, "response_tokens", prompts, 32, 256) == 12
-    monkeypatch.setattr(common, "greedy", lambda c, ps, n, stop=(): [G(n, "length") for _ in ps])
+    b = common.calibrated_budget(explicit, "response_tokens", prompts, 32, 256)
+    assert b == 12 and b.source == "option"
+    assert common.gen_info(ctx, response=b, judge=8)["budget_source"] == {"response": "option", "judge": "fixed"}
+    monkeypatch.setattr(common, "_calibration_answers", lambda c, ps, n, s: [G(20, "eos"), G(n, "length")] + [G(5, "eos")] * 2)
     common._BUDGETS.clear()
-    assert common.calibrated_budget(ctx, "answer_tokens", prompts, 32, 200) == 200  # nothing ended: the cap
+    assert common.calibrated_budget(ctx, "answer_tokens", prompts, 32, 200) == 200  # one was cut: the cap
 
 
 def test_game_examples_use_every_letter_once_and_t_once():

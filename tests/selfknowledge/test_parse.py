@@ -11,6 +11,7 @@ from introspect.tasks.selfknowledge.parse import (
     listed_words,
     parse_letter,
     parse_ranking,
+    stated_result,
 )
 
 GAME = "ABCDT"
@@ -122,3 +123,16 @@ def test_parse_ranking():
     assert parse_ranking("From easiest to hardest: Q2 < Q1 < Q3 < Q4") == [1, 0, 2, 3]
     assert parse_ranking("3, 1, 4, 2") == [2, 0, 3, 1]
     assert parse_ranking("Q1, Q2") is None
+
+
+@pytest.mark.parametrize("text, want", [
+    # sampled SmolLM2-135M answers to "What is ...? Give the final answer as 'Answer: <number>'."
+    ("122 minus 891 = 11.", 11), ("The equation is 122 - 891 = 67, .", 67), ("2 - 4 equals 2.", 2),
+    ("122 - 891 is the decimal number that equals 33.", 33), ('"2 - 4 = 2 remainder 4"', None),
+    ("To find 4 * 5 - 3, you can perform the operation on 4 and subtracting 3, which is a standard "
+     "multiplication operation.", None),
+    ("Two minus four equals zero.", None),  # a word, not a number: no reading
+    ("First 2 + 2 = 4.\nThen we keep going with 4 + 3", None),  # trails off in working
+])
+def test_stated_result_reads_only_a_final_result(text, want):
+    assert stated_result(text) == want

@@ -13,7 +13,11 @@ from introspect.report.load import flatten_trial
 from introspect.tasks.selfknowledge import delegate
 from introspect.tasks.selfknowledge import metrics as M
 from introspect.tasks.selfknowledge.common import n_draws
-from introspect.tasks.selfknowledge.difficulty import answer_correct, grade_difficulty
+from introspect.tasks.selfknowledge.difficulty import (
+    answer_correct,
+    answer_reading,
+    grade_difficulty,
+)
 from introspect.tasks.selfknowledge.shortanswer import consensus, exact_match, grade_short
 
 
@@ -76,7 +80,9 @@ def test_simpleqa_game_counts_excluded_answers(tiny_model, tiny_dir, tmp_path):
 def test_difficulty_truth_excludes_cut_and_unparsed_draws():
     q = I.data.arithmetic_questions(1, 0)[0]
     assert answer_correct(q, f"Answer: {q.answer}") is True
-    assert answer_correct(q, f"so it is {q.answer}") is None  # no statement: no lenient last integer
+    assert answer_correct(q, f"{q.answer} is what I get, I think") is None  # no statement: no last-integer guess
+    assert answer_reading(q, f"so it is {q.answer}.") == (True, "result")  # a result it ends on: read, and said so
+    assert answer_reading(q, f"Answer: {q.answer + 1}") == (False, "statement")
     ab = I.tasks.selfknowledge.common.Decision(("A", "B"), (0.6, 0.4), 0.9)
     # Q1: 2 usable right (10 tokens); Q2: one right one cut -> p=1 from one usable draw, 20 tokens;
     # Q3: all unparsed -> no truth; Q4: wrong, 10 tokens

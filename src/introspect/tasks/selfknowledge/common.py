@@ -94,30 +94,52 @@ def budget(ctx: RunContext, key: str, floor: int) -> int:
     return v
 
 
+class Budget(int):
+    """A token budget that says where it came from (``option``, ``default``, ``calibrated``)."""
+
+    source: str
+
+    def __new__(cls, value: int, source: str = "default") -> Budget:
+        b = super().__new__(cls, value)
+        b.source = source
+        return b
+
+    def __reduce__(self) -> tuple:  # copies and pickles keep the source
+        return Budget, (int(self), self.source)
+
+
 _BUDGETS: dict[tuple, int] = {}
-_BUDGET_SRC: dict[str, str] = {}
-N_CALIBRATION = 3
+N_CALIBRATION = 4
+
+
+def _calibration_answers(ctx: RunContext, prompts: Sequence[Prompt], cap: int, sampled: bool) -> list[Generation]:
+    if not sampled or sampling(ctx).greedy:
+        return greedy(ctx, prompts, cap)
+    return generate(ctx.model, list(prompts), max_new_tokens=cap, sampling=sampling(ctx), n_samples=1,
+                    seeds=[f"{ctx.cfg.seed}:calibration:{i}" for i in range(len(prompts))], stop=stops(ctx),
+                    batch_size=ctx.cfg.batch_size)
 
 
 def calibrated_budget(ctx: RunContext, key: str, prompts: Sequence[Prompt], floor: int, cap: int,
-                      stop: Sequence[str] = ()) -> int:
+                      sampled: bool = False) -> Budget:
     """Token budget of a free-form answer from the model's own answers: ``--option KEY=N`` if
     given; else the first ``N_CALIBRATION`` prompts (the task passes the same ones whatever
-    the batch, so shards agree) are answered greedily with ``cap`` tokens, and the budget is
-    1.5 × the longest answer that ended, plus 8, kept within [floor, cap] (``cap`` when none
-    ended). ``--option calibrate=false`` uses ``budget(ctx, key, floor)``. Cached per model,
+    the batch, so shards agree) are answered with ``cap`` tokens, as the task will answer them
+    (``sampled``: one seeded draw at the run's sampling, since sampled answers run longer than
+    greedy ones; else greedily), and the budget is
+    twice the longest answer that ended, plus 16, within [floor, cap] (``cap`` when any
+    calibration answer was cut: answer lengths are heavy-tailed, and a cut answer has no
+    length). ``--option calibrate=false`` uses ``budget(ctx, key, floor)``. Cached per model,
     format and prompts; the source is recorded in each record's ``gen.budget_source``."""
     if _opt(ctx, key, None) is not None or not _opt(ctx, "calibrate", True) or not prompts:
-        _BUDGET_SRC[key] = "option" if _opt(ctx, key, None) is not None else "default"
-        return budget(ctx, key, floor)
+        return Budget(budget(ctx, key, floor), "option" if _opt(ctx, key, None) is not None else "default")
     cal = list(prompts)[:N_CALIBRATION]
-    ck = (ctx.fingerprint, key, prompt_format(ctx), floor, cap, tuple(p.ids for p in cal))
+    ck = (ctx.fingerprint, key, prompt_format(ctx), floor, cap, sampled, tuple(p.ids for p in cal))
     if ck not in _BUDGETS:
-        gens = greedy(ctx, cal, cap, stop)
+        gens = _calibration_answers(ctx, cal, cap, sampled)
         ended = [len(g.tokens) for g in gens if g.stop_reason != "length"]
-        _BUDGETS[ck] = min(cap, max(floor, math.ceil(1.5 * max(ended)) + 8)) if ended else cap
-    _BUDGET_SRC[key] = "calibrated"
-    return _BUDGETS[ck]
+        _BUDGETS[ck] = min(cap, max(floor, 2 * max(ended) + 16)) if len(ended) == len(gens) else cap
+    return Budget(_BUDGETS[ck], "calibrated")
 
 
 def arith_tag(digits: Any, terms: Any, ops: str) -> str:
@@ -178,9 +200,10 @@ def greedy(ctx: RunContext, prompts: Sequence[Prompt], max_new_tokens: int,
 
 
 def gen_info(ctx: RunContext, **budgets: int) -> dict[str, Any]:
-    return {"sampling": sampling(ctx).to_dict(), "n_draws": n_draws(ctx), "max_new_tokens": budgets,
+    return {"sampling": sampling(ctx).to_dict(), "n_draws": n_draws(ctx),
+            "max_new_tokens": {k: int(v) for k, v in budgets.items()},
             "format": prompt_format(ctx),
-            "budget_source": {k: _BUDGET_SRC.get(f"{k}_tokens", "fixed") for k in budgets}}
+            "budget_source": {k: getattr(v, "source", "fixed") for k, v in budgets.items()}}
 
 
 def cut(g: Generation) -> bool:

@@ -40,6 +40,7 @@ from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
+    N_CALIBRATION,
     PREFILL,
     _knob,
     _opt,
@@ -142,12 +143,12 @@ def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any
 
 
 def _short_budget(ctx: RunContext) -> int:
-    """Budget of a short answer, calibrated on the first three short questions of the pool
+    """Budget of a short answer, calibrated on the first short questions of the pool
     (the same in every batch, and for the game's replies)."""
-    short = [q for q in _pool(ctx)[1] if not isinstance(q, MCQuestion)][:3]
+    short = [q for q in _pool(ctx)[1] if not isinstance(q, MCQuestion)][:N_CALIBRATION]
     return calibrated_budget(ctx, "short_tokens", rendered(ctx, [user(BASELINE_SHORT.format(q=q.question),
                                                                      prefill=PREFILL) for q in short],
-                                                              "delegate-short"), 16, 64)
+                                                              "delegate-short"), 16, 64, sampled=True)
 
 
 def stratified(qs: Sequence[Question], correct: dict[str, bool], n: int, h: int

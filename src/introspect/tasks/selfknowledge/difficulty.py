@@ -28,6 +28,7 @@ from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
+    N_CALIBRATION,
     PREFILL,
     _knob,
     _n,
@@ -45,7 +46,12 @@ from introspect.tasks.selfknowledge.common import (
     session_log,
     user,
 )
-from introspect.tasks.selfknowledge.parse import final_answer, parse_letter, parse_ranking
+from introspect.tasks.selfknowledge.parse import (
+    final_answer,
+    parse_letter,
+    parse_ranking,
+    stated_result,
+)
 from introspect.tasks.selfknowledge.skstats import pair_credit
 
 _HARDER = ("harder means you are less likely to answer it correctly, or would need more words to "
@@ -125,14 +131,22 @@ def _answer_prompts(ctx: RunContext, qs: Sequence[Any]) -> list:
     return [next(pm) if m else next(pa) for m in mc]
 
 
-def answer_correct(q: Any, text: str) -> bool | None:
-    """MC: the parsed letter; arithmetic: the stated "Answer: N". None when the reply states
-    no answer (unparsed: excluded from the truth, never scored wrong)."""
+def answer_reading(q: Any, text: str) -> tuple[bool | None, str | None]:
+    """(correct, how it was read). MC: the parsed letter (``letter``); arithmetic: the
+    "Answer: N" statement asked for (``statement``), else a result the last sentence ends on
+    ("... = 81.", ``result``). (None, None) when the reply states no answer: excluded from the
+    truth, never scored wrong, never read from its last integer."""
     if isinstance(q, MCQuestion):
-        v = parse_letter(text, "ABCDEFGH"[:len(q.options)])
+        v, how = parse_letter(text, "ABCDEFGH"[:len(q.options)]), "letter"
     else:
-        v = final_answer(text)
-    return None if v is None else v == q.answer
+        v, how = final_answer(text), "statement"
+        if v is None:
+            v, how = stated_result(text), "result"
+    return (None, None) if v is None else (v == q.answer, how)
+
+
+def answer_correct(q: Any, text: str) -> bool | None:
+    return answer_reading(q, text)[0]
 
 
 def plan_difficulty(ctx: RunContext) -> list[Trial]:
@@ -154,7 +168,7 @@ def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Rec
     groups = [[items[i] for i in t.param("qids")] for t in trials]
     pre = RANK_PREFILL if _opt(ctx, "prefill", False) else None
     p1 = _rank_prompts(ctx, groups, pre)
-    cal = [[items[i] for i in t.param("qids")] for t in plan_difficulty(ctx)[:3]]
+    cal = [[items[i] for i in t.param("qids")] for t in plan_difficulty(ctx)[:N_CALIBRATION]]
     rt = calibrated_budget(ctx, "rank_tokens", _rank_prompts(ctx, cal, pre), 16, 96)
     g1 = greedy(ctx, p1, rt)
     pair_convs = [user(PAIR.format(a=shown(g[a]), b=shown(g[b])), prefill=PREFILL)
@@ -162,20 +176,22 @@ def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Rec
     dec, _ = decisions(ctx, rendered(ctx, pair_convs, "difficulty-pair"), letter_ids(ctx.model.tokenizer, "AB"), 1)
     flat = list(dict.fromkeys(q.id for g in groups for q in g))
     by_id = {q.id: q for g in groups for q in g}
-    cal = list(items.values())[:3]  # the same calibration questions in every batch
-    at = calibrated_budget(ctx, "answer_tokens", _answer_prompts(ctx, cal), 32, 256)
+    cal = list(items.values())[:N_CALIBRATION]  # the same calibration questions in every batch
+    at = calibrated_budget(ctx, "answer_tokens", _answer_prompts(ctx, cal), 32, 256, sampled=True)
     ap = _answer_prompts(ctx, [by_id[i] for i in flat])
     answers = dict(zip(flat, draws(ctx, ap, [f"seb-difficulty:{i}" for i in flat], at)))
     aprompt = dict(zip(flat, ap))
     for k, t in enumerate(trials):
         g = groups[k]
         ans = [answers[q.id] for q in g]
-        correct = [[answer_correct(q, a.text) for a in gs] for q, gs in zip(g, ans)]
+        read = [[answer_reading(q, a.text) for a in gs] for q, gs in zip(g, ans)]
+        correct = [[c for c, _ in r] for r in read]
         tokens = [[len(a.tokens) for a in gs] for gs in ans]
         ranking = (pre or "") + g1[k].text
         grade = grade_difficulty(parse_ranking(ranking), correct, tokens,
                                  [[cut(a) for a in gs] for gs in ans], dec[12 * k:12 * k + 12])
-        grade.update(question_length=[len(q.question) for q in g], qids=[q.id for q in g], rank_cut=cut(g1[k]))
+        grade.update(question_length=[len(q.question) for q in g], qids=[q.id for q in g], rank_cut=cut(g1[k]),
+                     answer_read_as=[[h for _, h in r] for r in read])
         yield ctx.record(t, prompt=p1[k].text, response=ranking, grade=grade,
                          gen=gen_info(ctx, rank=rt, answer=at),
                          extra={"answers": session_log([aprompt[q.id] for q in g],

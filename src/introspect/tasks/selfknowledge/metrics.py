@@ -212,6 +212,8 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
             uncut = [p for p, c in zip(parsed, cuts) if not c]
             rows += prop(keys, "answer_parse_rate", sum(map(bool, uncut)), len(uncut))
             rows += prop(keys, "answer_excluded_rate", sum(c or not p for p, c in zip(parsed, cuts)), len(cuts))
+        how = [x for v in lists(s, "answer_read_as") for d in v for x in d if x is not None]
+        rows += prop(keys, "answer_read_from_result_rate", sum(x == "result" for x in how), len(how))
         toks = [x for v in lists(s, "n_tokens") for d in v for x in (d if isinstance(d, list) else [d])]
         rows.append(row(keys, "mean_answer_tokens", bootstrap_mean(toks), len(toks)))
         rows += draw_rows(keys, num(s, "n_draws"), len(s))

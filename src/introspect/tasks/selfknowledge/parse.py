@@ -153,6 +153,22 @@ def final_answer(text: str) -> int | None:
     return int(m.group(1).replace(",", ""))
 
 
+_RESULT_END = re.compile(r"(?:=|\bequals|\bis)\s*[*_`$\"'“”]*\s*(-?\d[\d,]*)\s*[*_`$\"'“”]*\s*[.!]?\s*[\"'”]?\s*$",
+                         re.I)
+
+
+def stated_result(text: str) -> int | None:
+    """The result a reply states at the end of its last sentence ("122 - 891 = -769.",
+    "2 - 4 equals -2", "... is 33."), else None. A second reading, recorded as such: a model
+    that answers in prose but not as "Answer: N" still states its answer, while a reply that
+    trails off in working does not end on a result (no last-integer guess)."""
+    sentences = [x for x in re.split(r"(?<=[.!?])\s+|\n+", text.strip()) if x.strip()]
+    if not sentences:
+        return None
+    m = _RESULT_END.search(sentences[-1])
+    return int(m.group(1).replace(",", "")) if m else None
+
+
 def last_integer(text: str) -> int | None:
     """A lenient secondary reading: the last integer anywhere (the old grader's fallback)."""
     nums = _INT.findall(text)

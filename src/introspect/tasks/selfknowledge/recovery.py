@@ -37,6 +37,7 @@ from introspect.records import Record
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
+    N_CALIBRATION,
     _knob,
     _opt,
     arith_tag,
@@ -185,7 +186,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         return
     tok, allq = ctx.model.tokenizer, _questions(ctx)
     qs = {q.id: q for q in allq}
-    at = calibrated_budget(ctx, "answer_tokens", _prompts(ctx, allq[:3]), 32, 256)
+    at = calibrated_budget(ctx, "answer_tokens", _prompts(ctx, allq[:N_CALIBRATION]), 32, 256)
     need = list(dict.fromkeys(t.param("qid") for t in trials))
     prompts = dict(zip(need, _prompts(ctx, [qs[i] for i in need])))
     clean = dict(zip(need, greedy(ctx, [prompts[i] for i in need], at)))
@@ -244,8 +245,9 @@ def _record(ctx: RunContext, t: Trial, q: ArithmeticQuestion, prompt: Prompt, re
                  insert_rule=rule, in_reasoning=rule == "after_first_step", text_before_insert=before,
                  inserted_text=ctx.model.tokenizer.decode(ins) if ins else "")
     return ctx.record(t, prompt=prompt.text, response=response, grade=grade,
-                      gen={"max_new_tokens": budget_, "do_sample": False, "inserted_ids": ins,
-                           "continuation_tokens": len(g.tokens) if ins else None, "format": prompt_format(ctx)})
+                      gen={"max_new_tokens": int(budget_), "budget_source": getattr(budget_, "source", "fixed"),
+                           "do_sample": False, "inserted_ids": ins, "format": prompt_format(ctx),
+                           "continuation_tokens": len(g.tokens) if ins else None})
 
 
 register(TaskSpec("recovery", "Token-injection recovery: random or least-likely tokens inserted "

@@ -36,6 +36,7 @@ from introspect.records import Record
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
+    N_CALIBRATION,
     PREFILL,
     YES_NO,
     _n,
@@ -127,9 +128,10 @@ def execute_association(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Re
         return
     tok = ctx.model.tokenizer
     words = list(dict.fromkeys(t.word for t in trials))
-    cal = [t for t in plan_association(ctx)][:3]  # the same calibration items in every batch
+    cal = [t for t in plan_association(ctx)][:N_CALIBRATION]  # the same calibration items in every batch
     lt = calibrated_budget(ctx, "list_tokens", rendered(ctx, [user(ASSOC_LIST.format(target=t.word))
-                                                              for t in cal], "assoc-list"), 16, 96)
+                                                              for t in cal], "assoc-list"), 16, 96,
+                        sampled=True)
     pt = calibrated_budget(ctx, "predict_tokens", rendered(ctx, [_predict_conv(t) for t in cal], "assoc-predict"),
                            16, 96)
     lp = rendered(ctx, [user(ASSOC_LIST.format(target=w)) for w in words], "assoc-list")
@@ -238,8 +240,9 @@ def execute_restriction(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Re
     ab = letter_ids(ctx.model.tokenizer, "AB")
     p1 = rendered(ctx, [user(RESTRICT_PREDICT.format(q=q), prefill=PREFILL) for q in qs], "restrict-predict")
     d1, g1 = decisions(ctx, p1, ab)
-    cal = [by_id[t.param("qid")].prompt for t in plan_restriction(ctx)[:3]]
-    rt = calibrated_budget(ctx, "response_tokens", rendered(ctx, [user(q) for q in cal], "restrict-request"), 32, 256)
+    cal = [by_id[t.param("qid")].prompt for t in plan_restriction(ctx)[:N_CALIBRATION]]
+    rt = calibrated_budget(ctx, "response_tokens", rendered(ctx, [user(q) for q in cal], "restrict-request"), 32, 256,
+                           sampled=True)
     p2 = rendered(ctx, [user(q) for q in qs], "restrict-request")
     g2 = draws(ctx, p2, [f"seb-restriction:{t.param('qid')}" for t in trials], rt)
     flat = [(k, g) for k, gs in enumerate(g2) for g in gs]
