@@ -4,6 +4,7 @@ any subset runnable), their parsers, and one quick run of each on the real defau
 import math
 import re
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -271,8 +272,8 @@ def test_quick_runs_on_default_model(default_model):
 
     One torch thread: on a shared 2-core CPU, two spinning OpenMP threads made this ~10x slower.
     """
-    opts = dict(n=2, history_len=6, n_options=4, n_tokens=(2,), insert_after=(3,), prefill=True,
-                list_tokens=32, response_tokens=32, answer_tokens=48)
+    opts = dict(n=2, history_len=6, n_options=4, n_tokens=(2,), prefill=True, draws=2,
+                list_tokens=32, response_tokens=32, answer_tokens=96)
     ctx = I.context(default_model, I.TaskConfig(max_new_tokens=16, batch_size=16).with_options(**opts))
     start, rows, threads = time.time(), [], torch.get_num_threads()
     torch.set_num_threads(1)
@@ -290,6 +291,25 @@ def test_quick_runs_on_default_model(default_model):
     assert set(s.task) == set(TASKS)
     d = pd.DataFrame(rows)
     assert d[d.task == "delegate"]["grade.baseline_parse_ok"].all()  # letter prefill works
+    pert = d[(d.task == "recovery") & (d.condition == "perturbed")]
+    assert pert["grade.in_reasoning"].all()  # SmolLM2 writes a step before its answer: the tokens land there
+
+
+@pytest.mark.slow
+def test_fewshot_format_gives_the_answers_their_mass(default_model):
+    """The few-shot transcript on a real model: the letter decision keeps most of its mass on
+    A–D, and the records say which format ran."""
+    data = Path(__file__).resolve().parents[3] / "shared" / "data" / "evals_sandbagging_mmlu200.jsonl"
+    if not data.exists():
+        pytest.skip("needs ../shared/data/evals_sandbagging_mmlu200.jsonl")
+    torch.set_num_threads(1)
+    ctx = I.context(default_model, I.TaskConfig(batch_size=16).with_options(
+        ability_items=str(data), ability_n=16, format="fewshot"))
+    recs = I.run_task(ctx, "ability")
+    assert {r.gen["format"] for r in recs} == {"fewshot"} and all(r.variant.endswith("+fewshot") for r in recs)
+    masses = [r.grade["mass"] for r in recs]
+    print("few-shot letter mass:", [round(x, 2) for x in masses])
+    assert sum(x < 0.5 for x in masses) <= 2
 
 
 # ---------------------------------------------------------------- white-box probe and steering

@@ -102,10 +102,11 @@ def _difficulty_items(source: str, seed: int, n: int, digits: Any, terms: Any, o
 
 
 def _source(ctx: RunContext) -> tuple[str, dict[str, Any]]:
-    """Option ``prefill`` (default False) starts the ranking reply with RANK_PREFILL, a format
-    aid for small models that otherwise answer the questions instead of ranking them."""
+    """``groups`` 4-question groups (default ``n``, else 10). Option ``prefill`` (default False)
+    starts the ranking reply with RANK_PREFILL, a format aid for small models that otherwise
+    answer the questions instead of ranking them."""
     variant, items = _difficulty_items(str(_opt(ctx, "questions", "arithmetic")), ctx.cfg.seed,
-                                       _n(ctx, 10), _knob(_opt(ctx, "digits", (1, 3))),
+                                       int(_opt(ctx, "groups", _n(ctx, 10))), _knob(_opt(ctx, "digits", (1, 3))),
                                        _knob(_opt(ctx, "terms", (2, 3))), str(_opt(ctx, "ops", "+-*")))
     return fmt_variant(ctx, variant + "+prefill" if _opt(ctx, "prefill", False) else variant), items
 
