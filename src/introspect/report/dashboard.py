@@ -179,10 +179,10 @@ def verdicts(summary: pd.DataFrame) -> str:
 
 
 _CELL_TABLE = (("tpr", "TPR"), ("fpr", "FPR (matched)"), ("net", "Net"),
-               ("steer_share", "share steering"), ("steer_lp_rise", "lp rise (nats)"),
+               ("steer_lp_rise_vs_random", "lp rise vs random (nats)"), ("steer_share", "share steering"),
                ("introspection_score", "introspection score"), ("identification", "identified"),
-               ("identification_mismatch", "named mismatch"), ("answers_identical", "answers = control"),
-               ("coherent:injected", "coherent"))
+               ("identification_vs_random", "identified − by chance"),
+               ("answers_identical", "answers = control"), ("coherent:injected", "coherent"))
 
 
 def detection_table(summary: pd.DataFrame) -> str:
@@ -204,7 +204,7 @@ def detection_table(summary: pd.DataFrame) -> str:
                 continue
             r = r.iloc[0] if isinstance(r, pd.DataFrame) else r
             txt = f"{_num(r['value'])} {_ci(r['lo'], r['hi'])}".strip()
-            if metric == "net" and not pd.isna(r.get("p_holm")):
+            if metric in ("net", "identification_vs_random", "introspection_score") and not pd.isna(r.get("p_holm")):
                 txt += f" (Holm p {_num(r['p_holm'])})"
             line.append(txt)
         rows.append(line)

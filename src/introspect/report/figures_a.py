@@ -186,9 +186,8 @@ _CONTROLS = (("tpr", "TPR (injected)", PALETTE[0], None), ("fpr", "FPR (matched 
              ("concept_random_detection", "another concept's vector", PALETTE[4], "dash"),
              ("negative_detection", "−v", PALETTE[5], "dash"),
              ("identification", "identified the concept", PALETTE[2], None),
-             ("identification_mismatch", "named the mismatch concept", PALETTE[2], "dot"),
-             ("tpr:coherent", "TPR, coherent answers", PALETTE[6], None),
-             ("tpr:steering", "TPR where the vector steers", PALETTE[7], None))
+             ("identification:concept_random", "named it under another concept's vector", PALETTE[2], "dot"),
+             ("tpr:coherent", "TPR, coherent answers", PALETTE[6], None))
 
 
 def task_a_controls(summary: pd.DataFrame) -> list[Panel]:
@@ -207,9 +206,8 @@ def task_a_controls(summary: pd.DataFrame) -> list[Panel]:
                 f"Task A · controls · {_label(model, variant)}",
                 "Per layer and α: TPR next to the matched FPR, the ablations (a norm-matched "
                 "Gaussian vector, another concept's vector, −v), identification of the injected "
-                "concept next to naming a mismatched one (a name guessed at random hits both "
-                "alike), TPR among coherent answers, and TPR where the steering check says the "
-                "vector moves the model. 95% CIs.", fig))
+                "concept next to naming it under another concept's vector (the same stream: what "
+                "guessing gives), and TPR among coherent answers. 95% intervals over concepts.", fig))
     return panels
 
 
