@@ -193,3 +193,43 @@ def test_hook_deltas_are_built_once_per_selection(tiny_model, monkeypatch):
         generate(m, [p], [spec], max_new_tokens=n, min_new_tokens=n)
         counts.append(len(builds))
     assert counts[0] == counts[1] and counts[0] <= 3  # α·v, rows and mask once: not per step
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_bitwise_batch_invariance_where_it_holds(tiny_model, family):
+    """What is bitwise invariant on a CPU: a sample drawn alone or among K samples of its prompt,
+    and an equal-length prompt alone or in a batch of 7 without a shared prefix (a batch never
+    runs under 4 rows, and idle rows keep the attention mask all ones). What is not: rows split
+    differently around a shared prefix, or padded to another width (see the batch-size test)."""
+    m = tiny_model(family)
+    ps = _prompts(m.tokenizer, 7)
+    assert len({len(p) for p in ps}) == 1
+    kw = dict(sampling=Sampling(1.0), max_new_tokens=8, logprob_steps=list(range(8)))
+
+    def same(a, b):
+        assert a.tokens == b.tokens
+        assert all(torch.equal(a.step_logprobs[t], b.step_logprobs[t]) for t in a.step_logprobs if t in b.step_logprobs)
+
+    seeds = [f"s{i}" for i in range(7)]
+    batch = generate(m, ps, None, seeds=seeds, share_prefix=False, **kw)
+    for i in (0, 3, 6):
+        same(generate(m, [ps[i]], None, seeds=[seeds[i]], **kw)[0], batch[i])
+    k8 = generate(m, ps[:1], None, seeds=["t"], n_samples=8, **kw)
+    for k in (0, 5):
+        one = generate(m, ps[:1], None, seeds=["t"], n_samples=k + 1, **kw)[k]
+        same(one, k8[k])
+
+
+@pytest.mark.slow
+def test_bitwise_batch_invariance_on_the_default_model(default_model):
+    """The same on the real default: task-A prompts (equal length), alone vs in a batch of 7."""
+    from introspect import prompts as P
+
+    m = default_model
+    ps = [render(m.tokenizer, P.task_a_paper(i + 1)) for i in range(7)]
+    kw = dict(sampling=Sampling(1.0), max_new_tokens=6, logprob_steps=list(range(6)), share_prefix=False)
+    batch = generate(m, ps, None, seeds=[f"s{i}" for i in range(7)], **kw)
+    for i in (0, 4):
+        one = generate(m, [ps[i]], None, seeds=[f"s{i}"], **kw)[0]
+        assert one.tokens == batch[i].tokens
+        assert all(torch.equal(one.step_logprobs[t], batch[i].step_logprobs[t]) for t in one.step_logprobs)

@@ -5,8 +5,14 @@ then depends on its batch), cannot start from a precomputed KV cache, and cannot
 This loop calls the model the bridge wraps (its blocks are the bridge's components, so every hook
 fires under its TransformerLens name) with the HuggingFace KV cache, and:
 
-- gives every output row its own RNG stream, seeded from (trial, sample index): a trial's text is
-  the same alone, in a batch of 32, after a resume or in another shard;
+- gives every output row its own RNG stream, seeded from (trial, sample index), so a row draws
+  the same numbers alone, in a batch of 32, after a resume or in another shard. Its logits are
+  bitwise the same alone, among K samples of its prompt, or beside equal-length prompts without
+  a shared prefix (a batch never runs under ``MIN_ROWS`` rows); a batch whose prompts need padding
+  or share a prefix rounds each row slightly differently (~1e-5 in log-probabilities), so a near-tie
+  can flip a sampled answer: batch 1 vs 7 on task A of the quick preset differ in a few percent;
+- everything per step stays on the device but the chosen ids, their log-probabilities and the
+  distributions asked for; finished rows idle until a quarter of the batch has finished;
 - computes the longest token prefix that all rows of a batch share *before their first injected
   position* once, and reuses its cache for every row; rows that are identical including their
   injections (K samples of one prompt) share their whole prompt pass;
@@ -47,6 +53,10 @@ from introspect.stopping import eos_ids as _eos_ids
 
 MIN_SHARED_PREFIX = 8  # shorter shared prefixes are not worth an extra forward call
 COMPACT_SHARE = 0.25  # finished rows idle in the batch until this share of it is idle, then one compaction
+# CPU GEMM kernels round a row differently below 4 rows (a matrix-vector path for one row): with
+# at least 4 rows a row's logits are bitwise those it gets in any larger batch of equal-length
+# prompts (measured on the default model), so a lone trial is not an outlier
+MIN_ROWS = 4
 
 
 @dataclass(frozen=True)
@@ -170,24 +180,29 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
     reason = ["length"] * b
     ids, mask = u_ids[ru], u_mask[ru]
     stats.shared_prefix.append(lp)
+    extra = max(0, MIN_ROWS - len(units)) if use_cache else 0  # idle unit copies in the prompt pass
     with torch.no_grad():
         cache = _new_cache(model) if use_cache else None
         if lp:  # the shared prefix once, before any hook is attached: nothing is injected before lp
             _forward(model, torch.tensor([units[0][0].ids[:lp]]), u_mask[:1, :lp], cache)
             stats.tokens_computed += lp
-            cache.reorder_cache(torch.zeros(len(units), dtype=torch.long, device=dev))
+            cache.reorder_cache(torch.zeros(len(units) + extra, dtype=torch.long, device=dev))
         specs = [units[u][1] for u in row_unit]
         with injecting(model, specs, [units[u][0] for u in row_unit], [offsets[u] for u in row_unit], lp) as inj:
             slots: list[int | None] = list(range(b))  # batch slot -> output row (None: finished, idle)
             if use_cache:  # each unit's own tokens once, then its cache copied to the unit's rows
-                inj.select(reps, mult)
+                inj.select(reps + [None] * extra, mult + [1] * extra)
                 inj.at(lp)
-                logits, cache = _forward(model, u_ids, u_mask, cache)
+                up = torch.cat([torch.arange(len(units)), torch.zeros(extra, dtype=torch.long)])  # + idle copies
+                logits, cache = _forward(model, u_ids[up], u_mask[up], cache)
                 stats.tokens_computed += u_ids.numel()
-                cache.reorder_cache(ru.to(dev))
-                logits = logits[ru.to(logits.device)]  # logits live where the unembedding is (the last GPU)
+                ghosts = max(0, MIN_ROWS - b)  # idle copies of row 0: a batch never has under MIN_ROWS rows
+                rows_t = torch.cat([ru, torch.zeros(ghosts, dtype=torch.long)])
+                slots += [None] * ghosts
+                cache.reorder_cache(rows_t.to(dev))
+                logits = logits[rows_t.to(logits.device)]  # logits live where the unembedding is (the last GPU)
                 inj.select(slots)
-                bmask = mask.to(dev)
+                bmask = u_mask[rows_t].to(dev)
             for t in range(max_new_tokens):
                 if not use_cache:  # the reference path: the whole sequence again at every step
                     slots = [r for r in slots if r is not None]
@@ -239,8 +254,9 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                     ids, mask = torch.cat([ids, col_ids], 1), torch.cat([mask, col_mask], 1)
                     continue
                 idle = sum(r is None for r in slots)
-                if idle and idle >= COMPACT_SHARE * len(slots):  # compact once, not at every finish
+                if idle and idle >= COMPACT_SHARE * len(slots) and len(slots) > MIN_ROWS:  # compact once
                     keep = [j for j, r in enumerate(slots) if r is not None]
+                    keep = sorted(keep + [j for j, r in enumerate(slots) if r is None][:max(0, MIN_ROWS - len(keep))])
                     keep_t = torch.tensor(keep, dtype=torch.long, device=dev)
                     cache.reorder_cache(keep_t)
                     stats.compactions += 1
@@ -249,8 +265,9 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                 if done:
                     inj.select(slots)
                 step = torch.tensor([[nxt_of[r] if r is not None else pad_id] for r in slots], dtype=torch.long)
-                col = torch.tensor([[int(r is not None)] for r in slots], dtype=torch.long, device=dev)
-                bmask = torch.cat([bmask, col], 1)
+                # idle slots attend too (their output is dropped): an all-ones column keeps the mask
+                # of equal-length prompts all ones, so attention takes the same kernel as without them
+                bmask = torch.cat([bmask, torch.ones((len(slots), 1), dtype=torch.long, device=dev)], 1)
                 inj.at(lp + w + t)
                 logits, cache = _forward(model, step, bmask, cache)
                 stats.tokens_computed += len(slots)
