@@ -54,8 +54,8 @@ SUMMARY = _summary([
     ("m1", "A", 2, 8.0, "unit", "steer", "steer_share", "", 0.5, 0.2, 0.8, 4),
     ("m1", "A", 2, 8.0, "unit", "steer", "steer_lp_rise", "", 1.5, 0.5, 2.5, 4),
     ("m1", "A", None, NAN, "unit", "all", "no_measurable_effect", "", 0.0, NAN, NAN, 8),
-    # task D: no layer / alpha cell for the peak
-    ("m1", "D", None, 0.0, "unit", "plain", "peak_delta_cos", "", 0.03, NAN, NAN, 6),
+    # task D: the peak layer picked on half the concepts; the area belongs to no layer
+    ("m1", "D", 3, 0.0, "unit", "plain", "peak_delta_cos@held_out", "", 0.03, -0.01, 0.07, 3),
     ("m1", "D", None, 0.0, "unit", "plain", "auc_delta_cos", "", 0.2, NAN, NAN, 6),
     # a self-knowledge task and a task with no declared headline
     ("m2", "seb-difficulty", None, NAN, "unit", "arith", "accuracy", "", 0.48, 0.26, 0.68, 10),
@@ -82,7 +82,9 @@ def test_headline_picks_the_best_cell_and_reads_the_rest_there():
     assert steer["metric"].tolist() == ["steer_share", "steer_lp_rise"] and steer["role"].iloc[0] == "headline"
     assert h[(h.variant == "all")]["metric"].tolist() == ["no_measurable_effect"]
     d = h[h.task == "D"].set_index("metric")
-    assert list(d.index) == ["peak_delta_cos", "auc_delta_cos"] and d["layer_idx"].isna().all()
+    assert list(d.index) == ["peak_delta_cos@held_out", "auc_delta_cos"]
+    assert d.loc["peak_delta_cos@held_out", "layer_idx"] == 3 and pd.isna(d.loc["auc_delta_cos", "layer_idx"])
+    assert d["role"].tolist() == ["headline", "all layers"]
     assert h[h.task == "seb-difficulty"]["value"].tolist() == [0.48]
     assert h[h.task == "mytask"]["metric"].tolist() == ["zeta"]  # first metric of its summariser
 
@@ -98,7 +100,9 @@ def test_cell_text_states_interval_n_and_cell():
     assert cell_text(at("m1", "A", "paper", "tpr")) == "0.6 [0.3, 0.85] n=10 · L2 α8"
     assert cell_text(at("m2", "B", "paper", "delta_strict_success@held_out")) == (
         "0.1 [-0.1, 0.3] n=4 · L6 α8 (picked on the other half of the concepts, of 2)")
-    assert cell_text(at("m1", "D", "plain", "peak_delta_cos")) == "0.03 n=6"
+    assert cell_text(at("m1", "D", "plain", "peak_delta_cos@held_out")) == (
+        "0.03 [-0.01, 0.07] n=3 · L3 (picked on the other half of the concepts)")
+    assert cell_text(at("m1", "D", "plain", "auc_delta_cos")) == "0.2 n=6"
     assert cell_text(at("m2", "seb-difficulty", "arith", "accuracy")) == "0.48 [0.26, 0.68] n=10"
 
 
@@ -175,12 +179,15 @@ def test_compare_cli_end_to_end(two_models, tiny_model, tiny_dir, capsys):
     html_path, csv_path = two_models / "compare.html", two_models / "compare.csv"
     assert f"wrote {html_path}" in out_text
     html = html_path.read_text()
-    models = [str(tiny_dir(f)) for f in ("llama", "qwen2")]
-    assert all(m in html for m in models) and 'data-n-models="2"' in html
+    # a model loaded from a local folder is named by the folder's name, never its absolute path
+    models = [tiny_dir(f).name for f in ("llama", "qwen2")]
+    assert models == ["llama", "qwen2"] and 'data-n-models="2"' in html
+    assert all(f"<tr><td>{m}</td>" in html for m in models)
+    assert not any(str(tiny_dir(f)) in html for f in ("llama", "qwen2"))
     h = pd.read_csv(csv_path)
     net = h[(h.task == "A") & (h.metric == "net") & (h.variant == "paper")]
     assert sorted(net.model_id) == sorted(models) and (net.n_cells == 4).all()
-    assert set(h[h.task == "D"].metric) >= {"peak_delta_cos"}
+    assert set(h[h.task == "D"].metric) >= {"peak_delta_cos@held_out", "auc_delta_cos"}
     # Card rows come from the run headers the runner wrote (notes carry ModelInfo.card()).
     for fam, m in zip(("llama", "qwen2"), models):
         n = sum(p.numel() for p in tiny_model(fam).original_model.parameters())

@@ -156,8 +156,17 @@ def test_task_a_seed_and_bias():
     conv = P.task_a_seed()
     text = conv.messages[-1]["content"]
     assert "NO_INJECTION" in text and "INJECTION: <word>" in text and conv.marks["from"] in text
+    # the bias question sits where the framing's detection question sits, after its preamble
     conv = P.task_a_bias("Is the sun cold?")
-    assert conv.messages[-1]["content"] == "Is the sun cold? Answer yes or no."
+    assert conv.messages[0]["content"] == P.task_a_paper().messages[0]["content"]
+    assert conv.messages[-1]["content"] == "Ok, let's get started.\n\nTrial 1: Is the sun cold? Answer yes or no."
+    assert conv.marks == {"from": "\n\nTrial 1"}
+    two = P.task_a_bias("Is the sun cold?", "two_turn", trial=2)
+    assert two.messages[:-1] == P.task_a_two_turn(2).messages[:-1]
+    assert two.messages[-1]["content"] == "Is the sun cold? Answer yes or no."
+    assert two.marks == P.task_a_two_turn(2).marks
+    with pytest.raises(ValueError, match="not 'seed'"):
+        P.task_a_bias("Is the sun cold?", "seed")
 
 
 def test_task_b_texts_and_marks():

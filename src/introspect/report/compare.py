@@ -145,8 +145,10 @@ def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
         rows = [(held.iloc[0], "headline (held out)")] if not held.empty else []
         for metric in [*present, *sorted(steer)]:
             r = cell[cell["metric"] == metric]
+            role = "steering" if metric in steer else "same cell"
+            if r.empty:  # a summary of the whole layer curve (task D's area) belongs to no cell
+                r, role = g[(g["metric"] == metric) & g["layer_idx"].isna()], "all layers"
             if not r.empty:
-                role = "steering" if metric in steer else "same cell"
                 rows.append((r.iloc[0], "headline" if not rows else role))
         for r, role in rows:
             out.append({"task": task, "variant": variant, "metric": r["metric"], "role": role,
@@ -184,7 +186,8 @@ def cell_text(r: pd.Series) -> str:
     if where:
         txt += " · " + " ".join(where)
         if str(r["metric"]).endswith(HELD_OUT):
-            txt += f" (picked on the other half of the concepts, of {r['n_cells']})"
+            of = f", of {r['n_cells']}" if r["n_cells"] > 1 else ""
+            txt += f" (picked on the other half of the concepts{of})"
         elif r["n_cells"] > 1 and str(r["role"]).startswith("headline"):
             txt += f" (best of {r['n_cells']})"
     return txt
