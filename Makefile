@@ -33,7 +33,7 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(BIN)/ruff check src tests experiments
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 bench: $(STAMP)
 	$(BIN)/python -m experiments.bench

@@ -22,6 +22,8 @@ Unless a line says otherwise, every generation makes exactly ``--new-tokens`` to
 - cold (GGUF conversion) vs warm (cached) model load (target warm ≤ 3 s)
 - a quick task-A grid through the sweep runner vs a one-trial-at-a-time loop (target ≥ 10×), and
   the resume bookkeeping's share of sweep time (target ≤ 2%)
+- the positive control's training (``experiments.train_aware``): 5 timed steps extrapolated to
+  the full run, against its 20-minute budget (target ≤ 1×), with peak resident memory
 """
 
 from __future__ import annotations
@@ -280,6 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--new-tokens", type=int, default=24)
     ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--skip-sweep", action="store_true")
+    ap.add_argument("--skip-train", action="store_true", help="skip the positive-control training budget")
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda: prefill/decode tokens/s vs HF generate")
     ap.add_argument("--steps-only", action="store_true", help="stop after the decode-step and prefill rows")
     args = ap.parse_args(argv)
@@ -347,6 +350,14 @@ def main(argv: list[str] | None = None) -> None:
                          f"{s['batched_s']:.1f} s vs {s['single_s']:.1f} s (target ≥ 10×)"))
             rows.append(("resume bookkeeping / sweep time", s["resume_s"] / s["batched_s"],
                          f"{100 * s['resume_s'] / s['batched_s']:.2f}% (target ≤ 2%)"))
+    if not args.skip_train:
+        from introspect.train.check import training_budget
+
+        t = training_budget(args.model, steps=5)  # a fresh copy: training attaches LoRA in place
+        rows.append(("positive-control training: full run / 20-min budget", t["full_run_min"] / 20,
+                     f"{t['full_run_min']:.1f} min est. for {t['full_steps']} steps at layer {t['layer']} "
+                     f"({t['step_s']:.2f} s/step wall, {t['step_cpu_s']:.2f} s CPU, prepare {t['prepare_s']:.0f} s, "
+                     f"{t['steps_timed']} steps timed), peak RSS {t['peak_rss_mib']:.0f} MiB (target ≤ 1×)"))
 
 
 class _Rows(list):

@@ -314,3 +314,17 @@ def test_real_model_learns_to_report_injection_on_training_concepts(default_mode
     yes_inj = sum(c["yes_injected"] for c in checks) / 3
     yes_clean = sum(c["yes_clean"] for c in checks) / 3
     assert yes_inj - yes_clean >= 0.5, (yes_inj, yes_clean, checks[0]["answers"], checks[0]["clean_answer"])
+    # The instrument's own reading: task A through the CLI with the saved adapter, sampled at T = 1
+    # with a control per concept; the report's Net interval must lie above 0.
+    from experiments import run
+    from introspect.report import load_results, summarize
+
+    out = tmp_path / "results"
+    argv = ["--adapter", str(tmp_path / "a"), "--task", "A", "--variant", "paper", "--layers", "20",
+            "--alphas", "0.6", "--alpha-units", "resid", "--n-concepts", "6", "--samples", "2",
+            "--max-new-tokens", "12", "--option", "steer_check=false", "--option", "n_bias=5",
+            "--words-file", str(tmp_path / "a" / "words_train.yaml"), "--out", str(out), "--no-progress"]
+    assert run.main(argv) == 0
+    s = summarize(load_results(out))
+    net = s[(s.metric == "net") & (s.variant == "paper")].iloc[0]
+    assert net["n"] >= 6 and net["lo"] > 0, net.to_dict()
