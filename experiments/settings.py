@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--greedy", action="store_true", help="greedy decoding (same as --temperature 0)")
     a("--max-new-tokens", type=int)
     a("--batch-size", type=_batch_size, metavar="N|auto",
-      help="rows per batch, lowered to what fits in free memory; auto = as many as fit (GPUs)")
+      help="rows per batch, lowered to what fits in free memory; auto (the default unless a preset "
+           "sets it) = as many as fit, at most 16 on a CPU and 256 on a GPU")
     a("--device-map", help="e.g. auto: spread one model over all visible GPUs")
     a("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     a("--dtype", help="fp32 | fp16 | bf16 (default per model)")
@@ -250,6 +251,7 @@ def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
     kw = {k: s[k] for k in ("alpha_units", "n_concepts", "n_trials", "seed", "max_new_tokens",
                             "batch_size", "variant", "words_file", "temperature", "top_p", "top_k",
                             "n_samples") if s.get(k) is not None}
+    kw.setdefault("batch_size", 0)  # not asked for: as many rows as fit (≤ 16 on a CPU, ≤ 256 on a GPU)
     cfg = TaskConfig(layers=layers, alphas=alphas if "alphas" in s else base.alphas, **kw)
     return cfg.with_options(**s["options"]) if s.get("options") else cfg
 

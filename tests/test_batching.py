@@ -116,5 +116,9 @@ def test_batch_size_auto_on_the_command_line(monkeypatch):
     assert build_parser().parse_args(["--batch-size", "auto"]).batch_size == 0
     assert build_parser().parse_args(["--batch-size", "12"]).batch_size == 12
     assert check_settings({"batch_size": "auto"}, "test")["batch_size"] == 0
+    from experiments.settings import task_config
+
+    assert task_config({"layers": [1]}).batch_size == 0  # not asked for: auto
+    assert task_config({"layers": [1], "batch_size": 12}).batch_size == 12
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--batch-size", "lots"])

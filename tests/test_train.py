@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 
+from introspect import prompts as P
 from introspect.decode import next_token_logprobs
 from introspect.grading import word_match
 from introspect.models import ModelError, load_model, model_info
@@ -222,6 +223,13 @@ def test_split_holds_out_every_target_and_training_list_is_clean():
     again, _ = D.split_concepts(train_words, words.targets, words.baseline, seed=0, heldout_frac=0.1)
     other, _ = D.split_concepts(train_words, words.targets, words.baseline, seed=1, heldout_frac=0.1)
     assert again == train and other != train
+    # words task A's own prompts contain (e.g. "sun" of a bias question) enter neither list
+    texts = D.task_a_texts()
+    assert any("sun" in t for t in texts) and "sun" in train_words
+    t2, h2 = D.split_concepts(train_words, words.targets, words.baseline, seed=0, heldout_frac=0.1, avoid=texts)
+    dropped = set(train_words) - set(t2) - set(h2)
+    assert "sun" in dropped and not any(P.leaks(t, w) for t in texts for w in [*t2, *h2[len(words.targets):]])
+    assert len(t2) >= 200 and set(words.targets) <= set(h2)
     text = (Path(__file__).resolve().parents[1] / "concepts" / "train_words.yaml").read_text()
     header = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
     assert "WordNet 3.0 Copyright 2006 by Princeton University" in header  # the licence's notice

@@ -260,7 +260,7 @@ def verdict(s: pd.DataFrame) -> pd.Series:
 
 def test_inconclusive_when_answers_move_but_nothing_survives(summary):
     v = verdict(summary)
-    assert (v.value, v.condition) == (0.0, "inconclusive")
+    assert (v.value, v.condition) == (0.0, "inconclusive") and "(no Net survives Holm)" in v.note
     assert "1 cells steer" in v.note and "Holm over 6 tests" in v.note
     assert "cannot reject" in v.note and "needs ≥ 8 concepts" in v.note  # 2^-5 > 0.05/6 > 2^-7
     power = get(summary, "power:net", variant="all", layer=None)
@@ -315,14 +315,25 @@ def test_detected_only_when_every_gate_passes():
             r.grade = {**r.grade, "detected": True}
     v = verdict(summarize(flat(recs)))
     assert (v.value, v.condition) == (0.5, "detected, not concept-specific") and "not above negative" in v.note
+    assert "names the concept" not in v.note  # these answers never name it
+    for r in recs:  # the same, where every injected answer at L2 names its concept: the naming is specific
+        if r.condition == "injected" and r.layer_idx == 2:
+            r.grade = {**r.grade, "identified": True}
+    v = verdict(summarize(flat(recs)))
+    assert v.condition == "detected, not concept-specific"
+    assert "yet it names the concept under its own vector more than under another's" in v.note
+    assert "identification vs another concept's vector 1.00 [" in v.note
     # ... and where the Gaussian direction is reported as often: nothing is detected
     for r in recs:
         if r.condition == "random" and r.layer_idx == 2:
             r.grade = {**r.grade, "detected": True}
-    assert verdict(summarize(flat(recs))).condition == "inconclusive"
-    # ... and where the cell does not steer
+    v = verdict(summarize(flat(recs)))
+    assert v.condition == "inconclusive"
+    assert "Net survives Holm but paper L2 α4: not above the Gaussian ablation" in v.note
+    # ... and where the cell does not steer (the note says which condition failed)
     recs = [r for r in _strong() if r.variant != "steer"]
-    assert verdict(summarize(flat(recs))).condition == "inconclusive"
+    v = verdict(summarize(flat(recs)))
+    assert v.condition == "inconclusive" and "paper L2 α4: the cell does not steer" in v.note
 
 
 def test_split_half_reports_on_held_out_concepts(summary):

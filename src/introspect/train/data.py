@@ -68,14 +68,24 @@ def load_train_words(path: Path | str | None = None) -> tuple[tuple[str, ...], t
     return P._string_list(p, data, "words"), P._string_list(p, data, "replay_prompts")
 
 
+def task_a_texts() -> tuple[str, ...]:
+    """Every text task A shows the model besides the trial line: its framings, its steering
+    prompt and its bias questions. A concept that occurs in one cannot be evaluated by task A
+    (its prompts would leak the word), so it neither trains nor is held out."""
+    convs = [P.task_a_paper(), P.task_a_explained(), P.task_a_two_turn(), P.task_a_seed(), P.steer_prompt()]
+    return (*(m["content"] for c in convs for m in c.messages), *P.load_bias_questions())
+
+
 def split_concepts(train_words: Sequence[str], targets: Sequence[str], baseline: Sequence[str], *,
-                   seed: int, heldout_frac: float) -> tuple[list[str], list[str]]:
+                   seed: int, heldout_frac: float, avoid: Sequence[str] = ()) -> tuple[list[str], list[str]]:
     """Seeded (train, held-out) split. Held out: every task-A target and a share of the training
-    list; words that are a form of a target or a baseline word never enter training."""
+    list; words that are a form of a target or a baseline word never enter training, and words
+    occurring in any of the ``avoid`` texts (task A's prompts) enter neither list."""
     if not 0 <= heldout_frac < 1:
         raise TrainDataError(f"heldout_frac must be in [0, 1), got {heldout_frac}")
     pool = [w for w in dict.fromkeys(train_words)
-            if not any(word_match(w, t) for t in (*targets, *baseline))]
+            if not any(word_match(w, t) for t in (*targets, *baseline))
+            and not any(P.leaks(text, w) for text in avoid)]
     rng = random.Random(f"split:{seed}")
     shuffled = rng.sample(pool, len(pool))
     n_held = round(heldout_frac * len(shuffled))

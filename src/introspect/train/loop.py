@@ -128,7 +128,7 @@ def prepare(model: Any, cfg: TrainConfig, *, replay: list[D.ReplayItem] | None =
     words = load_words(cfg.words_file)
     train_words, replay_prompts = D.load_train_words(cfg.train_words_file)
     train, held = D.split_concepts(train_words, words.targets, words.baseline, seed=cfg.seed,
-                                   heldout_frac=cfg.heldout_frac)
+                                   heldout_frac=cfg.heldout_frac, avoid=D.task_a_texts())
     cvs = build_concept_vectors(model, train, [cfg.layer], words.baseline)
     vectors = {w: cvs[(w, cfg.layer)].vector for w in train}
     prompts = [D.render(model.tokenizer, D.detection_conv(p, 1)) for p in cfg.phrasings]

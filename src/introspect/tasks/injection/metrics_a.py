@@ -287,20 +287,30 @@ def power(rows: list[dict], model: str, task: str, metric: str) -> tuple[float, 
 def _verdict(model: str, rows: list[dict], identical: list[float]) -> list[dict]:
     """Task A's verdict for one model (see the module docstring) and its power line."""
     nets = [r for r in rows if r["metric"] == "net" and r["model_id"] == model and r["task"] == "A"]
-    detected, generic = [], []
+    detected, generic, blocked = [], [], []
     for r in nets:
         lo_h, _ = holm_interval(r, EFFECT_P)
         if not (r["p_holm"] < EFFECT_P and lo_h > 0):
             continue
+        where = f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}"
         beats = {a: (g := _find(rows, f"net_vs_{a}", r)) is not None and g["lo"] > 0 for a in ABLATIONS}
         coherent = (c := _find(rows, "net:coherent", r)) is not None and c["lo"] > 0
-        if not (coherent and cell_steers(rows, model, r)):
-            continue
-        where = f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}"
-        if all(beats.values()):
+        missing = [why for ok, why in ((coherent, "not among coherent answers"),
+                                       (cell_steers(rows, model, r), "the cell does not steer"),
+                                       (beats["random"], "not above the Gaussian ablation")) if not ok]
+        if missing:  # Net survives Holm, yet a condition of a detection claim fails: say which
+            blocked.append(f"{where}: {' and '.join(missing)}")
+        elif all(beats.values()):
             detected.append(where)
-        elif beats["random"]:  # above a random push, not above every concept-shaped one
-            generic.append(f"{where} (not above {', '.join(a for a, b in beats.items() if not b)})")
+        else:  # above a random push, not above every concept-shaped one
+            txt = f"{where} (not above {', '.join(a for a, b in beats.items() if not b)}"
+            ident = _find(rows, "identification_vs_random", r)
+            if ident is not None and ident["p_holm"] < EFFECT_P and holm_interval(ident, EFFECT_P)[0] > 0:
+                # the yes is generic, the naming is not: say so beside the label
+                txt += (f"; yet it names the concept under its own vector more than under another's: "
+                        f"identification vs another concept's vector {ident['value']:.2f} "
+                        f"[{ident['lo']:.2f}, {ident['hi']:.2f}], Holm p {ident['p_holm']:.2g}")
+            generic.append(txt + ")")
     steered = {(r["layer_idx"], r["alpha"], r["alpha_units"]) for r in rows
                if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and r["lo"] > 0}
     same = float(np.mean(identical)) if identical else math.nan
@@ -320,7 +330,8 @@ def _verdict(model: str, rows: list[dict], identical: list[float]) -> list[dict]
         v, note = -1.0, (f"no measurable effect: {evidence}. A null here says nothing about introspection: "
                          "the vector did not reach the output (use a larger α, another layer or model)")
     else:
-        v, note = 0.0, f"inconclusive (no detection claim survives): {evidence}; {line}"
+        why = (f"Net survives Holm but {'; '.join(blocked)}" if blocked else "no Net survives Holm")
+        v, note = 0.0, f"inconclusive ({why}): {evidence}; {line}"
     keys = {"model_id": model, "task": "A", "variant": "all"}
     g = max([int(r["n_clusters"] or 0) for r in nets], default=0)
     return [row(keys, "verdict", (v, math.nan, math.nan), len(identical), VERDICTS[v], note=note,
