@@ -22,7 +22,7 @@ KEYS = ("models", "tasks", "layers", "layers_grid", "alphas", "alpha_units", "n_
         "n_trials", "seed", "max_new_tokens", "batch_size", "variant", "options", "words_file", "out",
         "temperature", "top_p", "top_k", "n_samples")
 CORE_TASKS = ("A", "B", "C", "D")
-MAX_ROWS = 60  # metric rows printed at the end of a run (all of them go to summary.csv)
+MAX_ROWS = 60  # headline rows printed at the end of a run (every metric goes to summary.csv)
 _INT_KEYS = ("layers_grid", "n_concepts", "n_trials", "seed", "max_new_tokens", "batch_size", "top_k", "n_samples")
 _FLOAT_KEYS = ("temperature", "top_p")
 
@@ -304,13 +304,19 @@ def report(out: Path, summaries: list) -> None:
         if not table.empty:
             import pandas as pd
 
-            cols = ["model_id", "task", "variant", "layer_idx", "alpha", "metric", "condition",
-                    "value", "lo", "hi", "n"]
-            shown = table[[c for c in cols if c in table]].head(MAX_ROWS)
+            from introspect.report.compare import headline_table
+
+            # The headline figures (best cell per task and variant, the rest of that cell beside
+            # it), then each task's verdict with its power line: what a reader needs first.
+            head = headline_table(table)
+            cols = ["model_id", "task", "variant", "metric", "role", "value", "lo", "hi", "n",
+                    "layer_idx", "alpha"]
+            shown = head[cols].head(MAX_ROWS) if not head.empty else table.head(MAX_ROWS)
             with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
                 print("\n" + shown.to_string(index=False))
-            if len(table) > MAX_ROWS:
-                print(f"... {len(table) - MAX_ROWS} more rows in summary.csv")
+            for r in table[table["metric"] == "verdict"].itertuples():
+                print(f"\nverdict · {r.model_id} · task {r.task}: {r.note or r.condition}")
+            print(f"\n{len(table)} metric rows in summary.csv (headline rows above)")
         csv_path, json_path = write_summary(out, table)  # summarising takes seconds: once, shared
         dash = write_dashboard(out, summary=table)
         print(f"\nsummary: {csv_path} {json_path}\ndashboard: {dash}")

@@ -40,6 +40,7 @@ import numpy as np
 from scipy import stats as _st
 
 MIN_CLUSTERS = 5
+NUMERIC_FLOOR = 1e-4  # P(yes) / log-odds differences below this are rounding, not effects (see floored)
 LEVEL = 0.95
 _EXACT_MAX = 16  # exact sign-flip enumeration up to this many concepts, seeded Monte Carlo above
 _MC_DRAWS = 20000
@@ -188,12 +189,21 @@ def mean(x: Any, clusters: Any, level: float = LEVEL, *, test: bool = False) -> 
     return concept_mean(m, int(cnt.sum()), level, test=test)
 
 
-def paired_mean_diff(a: Any, b: Any, clusters: Any, level: float = LEVEL) -> Est:
-    """mean(a − b) over complete pairs, concept-level Student-t interval and sign-flip p."""
+def floored(d: Any, floor: float = NUMERIC_FLOOR) -> np.ndarray:
+    """Differences smaller than ``floor`` set to exactly 0: below it they are float32 rounding of
+    two batch layouts (a placebo's P(yes) and log-odds shifts on the default model measure
+    1e-7–1e-5), not effects, and a test must not call them significant."""
+    d = _arr(d)
+    return np.where(np.abs(d) < floor, 0.0, d)
+
+
+def paired_mean_diff(a: Any, b: Any, clusters: Any, level: float = LEVEL, floor: float = 0.0) -> Est:
+    """mean(a − b) over complete pairs, concept-level Student-t interval and sign-flip p;
+    differences below ``floor`` count as 0 (``floored``)."""
     a, b = _arr(a), _arr(b)
     if a.shape != b.shape:
         raise ValueError(f"paired samples differ in shape: {a.shape} vs {b.shape}")
-    return mean(a - b, clusters, level, test=True)
+    return mean(floored(a - b, floor) if floor else a - b, clusters, level, test=True)
 
 
 def _newcombe(bc: np.ndarray, cc: np.ndarray, n: float, level: float) -> tuple[float, float]:

@@ -291,6 +291,21 @@ def test_no_measurable_effect_needs_identical_answers_and_no_steering():
     assert "100% of injected answers" in v.note
 
 
+def test_rounding_sized_shifts_are_not_effects():
+    """A placebo's P(yes) differs from its control's by float32 rounding of two batch layouts
+    (1e-7–1e-5 on the default model, always the same sign): counted as 0, never significant."""
+    recs = task_a_records(det2={w: CTRL[w] for w in WORDS}, py2={w: PY_CTRL + 2e-6 for w in WORDS},
+                          gamma={w: 0.0 for w in WORDS})
+    s = summarize(flat(recs))
+    for m in ("p_yes_shift", "logit_yes_shift", "introspection_score"):
+        r = get(s, m)
+        assert (r.value, r.lo, r.hi, r.p) == (0.0, 0.0, 0.0, 1.0), m
+    recs = task_a_records(det2={w: CTRL[w] for w in WORDS}, py2={w: PY_CTRL + 2e-3 for w in WORDS},
+                          gamma={w: 0.0 for w in WORDS})
+    r = get(summarize(flat(recs)), "p_yes_shift")  # a real (small) shift still counts
+    assert r.value == pytest.approx(2e-3) and r.p == pytest.approx(2 / 2**6)
+
+
 def _strong(n: int = 12) -> list[Record]:
     words = [f"c{i:02d}" for i in range(n)]
     ctrl = {w: [0, 0] for w in words}

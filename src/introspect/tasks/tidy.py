@@ -217,13 +217,15 @@ def _binary(x: np.ndarray) -> bool:
 
 
 def paired_row(keys: dict[str, Any], metric: str, a: np.ndarray, b: np.ndarray,
-               condition: str, clusters: Any = None, note: str = "") -> list[dict]:
+               condition: str, clusters: Any = None, note: str = "", floor: float = 0.0) -> list[dict]:
     """mean(a − b) over complete pairs, by concept: Newcombe for 0/1 outcomes, Student t
-    otherwise, each with the exact sign-flip p. No complete pair -> no row."""
+    otherwise (differences below ``floor`` counted as 0), each with the exact sign-flip p. No
+    complete pair -> no row."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     lab = _clusters(clusters, a.size)
-    fn = C.paired_rate_diff if _binary(a) and _binary(b) else C.paired_mean_diff
-    return est_row(keys, metric, fn(a, b, lab), condition, note)
+    if _binary(a) and _binary(b):
+        return est_row(keys, metric, C.paired_rate_diff(a, b, lab), condition, note)
+    return est_row(keys, metric, C.paired_mean_diff(a, b, lab, floor=floor), condition, note)
 
 
 def combo_row(keys: dict[str, Any], metric: str, parts: list[tuple[Any, Any]], combine: Any,

@@ -123,9 +123,9 @@ def _detection_rows(keys: dict, inj: pd.DataFrame, p: pd.DataFrame) -> list[dict
     py, py_c = num(col(p, "p_yes")), num(col(p, "p_yes~c"))
     out += mean_row(keys, "p_yes_mean:injected", num(col(inj, "p_yes")), "injected", concepts(inj))
     out += mean_row(keys, "p_yes_mean:control", num(col(u, "p_yes~c")), "control (matched)", u_lab)
-    out += paired_row(keys, "p_yes_shift", py, py_c, "injected-control", lab)
+    out += paired_row(keys, "p_yes_shift", py, py_c, "injected-control", lab, floor=C.NUMERIC_FLOOR)
     out += paired_row(keys, "logit_yes_shift", logit(py), logit(py_c), "injected-control", lab,
-                      note="log-odds of P(yes)")
+                      note="log-odds of P(yes)", floor=C.NUMERIC_FLOOR)
     same = np.array([float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c"))])
     out += rate_row(keys, "answers_identical", same, "injected=control", lab,
                     note="share of injected answers word-for-word equal to their matched control")
@@ -220,9 +220,9 @@ def _bias_rows(bp: pd.DataFrame) -> list[dict]:
         py, py_c = num(col(p, "p_yes")), num(col(p, "p_yes~c"))
         out += mean_row(keys, "p_yes_mean:bias_injected", py, "bias", lab)
         out += mean_row(keys, "p_yes_mean:bias_clean", py_c, "bias (matched, not injected)", lab)
-        out += paired_row(keys, "p_yes_shift:bias", py, py_c, "bias", lab)
+        out += paired_row(keys, "p_yes_shift:bias", py, py_c, "bias", lab, floor=C.NUMERIC_FLOOR)
         out += paired_row(keys, "logit_yes_shift:bias", logit(py), logit(py_c), "bias", lab,
-                          note="log-odds of P(yes)")
+                          note="log-odds of P(yes)", floor=C.NUMERIC_FLOOR)
     return out
 
 
@@ -236,8 +236,8 @@ def _score_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dict]:
         b = b[np.array([v == keys[k] for v in b[k]], dtype=bool)]
     if b.empty:
         return []
-    d_det = logit(num(col(p, "p_yes"))) - logit(num(col(p, "p_yes~c")))
-    d_bias = logit(num(col(b, "p_yes"))) - logit(num(col(b, "p_yes~c")))
+    d_det = C.floored(logit(num(col(p, "p_yes"))) - logit(num(col(p, "p_yes~c"))))
+    d_bias = C.floored(logit(num(col(b, "p_yes"))) - logit(num(col(b, "p_yes~c"))))
     parts = [(d_det, p["concept"].to_numpy()), (d_bias, b["concept"].to_numpy())]
     n_q = col(b, "extra.question").nunique()
     return combo_row(keys, "introspection_score", parts, lambda det, bias: det - bias, "injected-bias",
