@@ -259,7 +259,7 @@ def bench_sweep(model_name: str) -> dict[str, float] | None:
     from introspect.tasks.base import TaskConfig
 
     model = load_model(model_name)
-    cfg = TaskConfig(layers=(10, 20), alphas=(2.0, 8.0), alpha_units="raw", n_concepts=4, n_trials=1,
+    cfg = TaskConfig(layers=(20,), alphas=(2.0, 8.0), alpha_units="raw", n_concepts=4, n_trials=1,
                      max_new_tokens=16, batch_size=32, variant="paper", temperature=1.0, n_samples=2)
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
