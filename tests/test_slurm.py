@@ -228,6 +228,7 @@ def test_slurm_sweep_cancel_requeue_merge(slurm, tiny_dir, tmp_path):
 
 
 # ---------------------------------------------------------------- local processes
+@pytest.mark.slow  # several python processes, each importing torch: test-all
 def test_local_executor_merges_and_never_recomputes(tiny_dir, tmp_path):
     cfg = _config(tmp_path, tiny_dir("llama"))
     out = tmp_path / "out"
@@ -247,6 +248,7 @@ def test_local_executor_merges_and_never_recomputes(tiny_dir, tmp_path):
     assert "already complete" in o and {p: p.read_text() for p in shards} == before
 
 
+@pytest.mark.slow  # several python processes, each importing torch: test-all
 def test_failing_shard_is_named_with_its_log(tiny_dir, tmp_path):
     """A model dir without weights fails inside every shard: retried, then one error line each."""
     broken = tmp_path / "broken"

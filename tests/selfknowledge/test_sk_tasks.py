@@ -302,10 +302,14 @@ def test_fewshot_format_gives_the_answers_their_mass(default_model):
     data = Path(__file__).resolve().parents[3] / "shared" / "data" / "evals_sandbagging_mmlu200.jsonl"
     if not data.exists():
         pytest.skip("needs ../shared/data/evals_sandbagging_mmlu200.jsonl")
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    ctx = I.context(default_model, I.TaskConfig(batch_size=16).with_options(
-        ability_items=str(data), ability_n=16, format="fewshot"))
-    recs = I.run_task(ctx, "ability")
+    try:
+        ctx = I.context(default_model, I.TaskConfig(batch_size=16).with_options(
+            ability_items=str(data), ability_n=16, format="fewshot"))
+        recs = I.run_task(ctx, "ability")
+    finally:
+        torch.set_num_threads(threads)
     assert {r.gen["format"] for r in recs} == {"fewshot"} and all(r.variant.endswith("+fewshot") for r in recs)
     masses = [r.grade["mass"] for r in recs]
     print("few-shot letter mass:", [round(x, 2) for x in masses])

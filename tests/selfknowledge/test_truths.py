@@ -52,9 +52,14 @@ def test_short_answers_exact_then_judge_consensus_then_excluded():
     assert consensus(["YES", None]) is None and consensus([]) is None and consensus(["NO", "NO"]) is False
 
 
-def test_simpleqa_game_counts_excluded_answers(tiny_model, tiny_dir, tmp_path):
-    """A SimpleQA file end to end: without a judge every inexact reply is excluded and counted;
-    with a judge (here the tiny model, loaded by path) every reply has a method."""
+def test_simpleqa_game_counts_excluded_answers(tiny_model, tiny_dir, tmp_path, monkeypatch):
+    """A SimpleQA file end to end: without a judge every inexact reply is excluded and counted,
+    and an excluded question never enters the game as an error (stratified or not); with a judge
+    (here the tiny model, loaded by path) every reply has a method. A random model never answers
+    exactly, so even-numbered references count as exact matches here."""
+    from introspect.tasks.selfknowledge import shortanswer
+
+    monkeypatch.setattr(shortanswer, "exact_match", lambda r, a: int(a.split()[-1]) % 2 == 0)
     p = tmp_path / "simple_qa.csv"
     rows = [f'"{{\'topic\': \'t{i % 3}\', \'answer_type\': \'Person\'}}",Who is person {i}?,Person {i}'
             for i in range(40)]
@@ -64,15 +69,20 @@ def test_simpleqa_game_counts_excluded_answers(tiny_model, tiny_dir, tmp_path):
         questions=str(p), n=3, history_len=4, short_tokens=4, draws=2, stratify=False)
     ctx = I.context(m, cfg)
     recs = list(delegate.execute(ctx, delegate.plan(ctx)))
-    _, _, _, base = delegate.selection(ctx)
+    _, hist, game, base = delegate.selection(ctx)
+    pool = delegate._pool(ctx)[1]
+    odd = sum(int(q.answer.split()[-1]) % 2 for q in pool)
+    assert 0 < odd < len(pool) - 7
+    assert [q.id for q in hist + game] == [q.id for q in pool if int(q.answer.split()[-1]) % 2 == 0][:7]
+    assert recs and {r.grade["qid"] for r in recs} == {q.id for q in game}
     for r in recs:
         b = base[r.grade["qid"]]
-        assert b["grade_method"] in ("exact", "excluded") and b["n_draws"] == 2
-        assert (b["correct"] is None) == (b["grade_method"] == "excluded")
+        assert b["grade_method"] == "exact" and b["correct"] is True and b["n_draws"] == 2
+        assert b["pool_excluded"] == odd
         assert r.grade["entropy"] is None and r.grade["game_grade_method"] in ("exact", "excluded", "delegated")
     s = M.summarize_sk(pd.DataFrame([flatten_trial(r.to_dict()) for r in recs]))
     assert "entropy_unavailable" in set(s.metric) and "baseline_draw_excluded_rate" in set(s.metric)
-    judged = I.context(m, cfg.with_options(judge=str(tiny_dir("llama"))))
+    judged = I.context(m, cfg.with_options(judge=str(tiny_dir("llama")), stratify=True))
     for r in delegate.execute(judged, delegate.plan(judged)):
         assert r.grade["baseline_grade_method"] in ("exact", "judge", "excluded")
 
@@ -141,3 +151,17 @@ def test_surface_baseline_is_scored_per_draw_like_the_model():
     assert s.loc["surface_accuracy", "value"] == pytest.approx(0.75)
     assert s.loc["surface_accuracy", "n"] == 80 and s.loc["surface_accuracy", "n_items"] == 20
     assert np.isclose(s.loc["logit_majority_baseline", "value"], 0.75)
+
+
+def test_judge_option_reads_a_comma_list_as_several_judges(monkeypatch):
+    """``--option judge=a,b`` arrives as the string "a,b": two judges, not one named "a,b"."""
+    import introspect.judge as J
+    import introspect.models as models
+    from introspect.tasks.selfknowledge import shortanswer
+
+    monkeypatch.setattr(models, "load_model", lambda name: f"model:{name}")
+    monkeypatch.setattr(J, "ModelJudge", lambda model, model_id: (model, model_id))
+    monkeypatch.setattr(shortanswer, "_JUDGES", {})
+    assert shortanswer.judges_for("a, b") == [("model:a", "a"), ("model:b", "b")]
+    assert shortanswer.judges_for(["c"]) == [("model:c", "c")]
+    assert shortanswer.judges_for("") == [] and shortanswer.judges_for(None) == []

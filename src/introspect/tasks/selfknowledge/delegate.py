@@ -183,14 +183,13 @@ def selection(ctx: RunContext) -> tuple[str, list[Question], list[Question], dic
     if key not in _SEL:
         stem, qs = _pool(ctx)
         n, h = int(_opt(ctx, "n", 50)), int(_opt(ctx, "history_len", 50))
+        base = baseline(ctx, qs)
+        graded = [q for q in qs if base[q.id]["correct"] is not None]  # excluded: no truth
         if _opt(ctx, "stratify", True):
-            base = baseline(ctx, qs)
-            graded = [q for q in qs if base[q.id]["correct"] is not None]  # excluded: no truth
             order = random.Random(f"delegate:strat:{ctx.cfg.seed}").sample(graded, len(graded))
             hist, game = stratified(order, {q.id: base[q.id]["correct"] for q in graded}, n, h)
-        else:
-            hist, game = qs[:h], qs[h:h + n]
-            base = baseline(ctx, hist + game)
+        else:  # pool order, still without the excluded questions (an exclusion is not an error)
+            hist, game = graded[:h], graded[h:h + n]
         for q in hist + game:
             base[q.id]["pool_excluded"] = sum(b["correct"] is None for b in base.values())
         _SEL[key] = (stem, hist, game, {q.id: base[q.id] for q in hist + game})

@@ -82,10 +82,12 @@ _JUDGES: dict[tuple[str, ...], list[Any]] = {}
 
 
 def judges_for(names: Any) -> list[Any]:
-    """``ModelJudge``s for the ``judge`` option (a model name or path, or a list), loaded once
-    per process; none when the option is unset."""
+    """``ModelJudge``s for the ``judge`` option (a model name or path, a comma-separated list as
+    ``--option judge=a,b`` gives, or a YAML list), loaded once per process; none when unset."""
     if names in (None, "", [], ()):
         return []
+    if isinstance(names, str):
+        names = [n for n in (x.strip() for x in names.split(",")) if n]
     key = tuple(str(n) for n in (names if isinstance(names, (list, tuple)) else [names]))
     if key not in _JUDGES:
         from introspect.judge import ModelJudge
