@@ -135,6 +135,8 @@ def test_restriction_summary_by_hand():
     assert _get(s, "text_adjusted_accuracy").value == pytest.approx(2 / 3)
     assert _get(s, "text_over_niceness").value == 1.0
     assert _get(s, "response_cut_rate").value == pytest.approx(1 / 8)
+    assert (_get(s, "response_cut_rate").n, _get(s, "response_cut_rate").n_items) == (8, 4)  # draws, requests
+    assert (_get(s, "judge_parse_rate").n, _get(s, "judge_parse_rate").n_items) == (8, 4)
     assert _get(s, "judge_parse_rate").value == pytest.approx(4 / 8)
     assert _get(s, "judge_rule_agreement").value == pytest.approx(7 / 8)
     assert _get(s, "logit[safe]_accuracy").n == 4
@@ -185,7 +187,7 @@ def test_delegate_summary_detects_introspection_and_keeps_feedback_apart():
     assert _get(s, "self_accuracy_lift", v).lo > 0
     assert {"arith:all", "arith:all+feedback"} <= set(s.variant)  # never pooled together
     orr = _get(s, "odds_ratio[baseline_error]", "arith:all")
-    assert orr.value > 1 and orr.lo <= orr.value <= orr.hi and orr.n == 120
+    assert orr.value > 1 and orr.lo <= orr.value <= orr.hi and orr.n == 120 and orr.n_items == 60
     assert _get(s, "clustered_wald_p[baseline_error]", "arith:all").value < 0.01
     assert _get(s, "p_delegate_diff[high-low teammate]", "arith:all").n == 60  # paired by question
     # likelihoods only on one row per question: none on the pooled copies
@@ -299,3 +301,18 @@ def test_recovery_remark_rule():
 
     assert REMARK.search("Oops, that was a typo.") and REMARK.search("Wait, let me correct that")
     assert not REMARK.search("Step 1: 3 + 4 = 7. Answer: 7")
+
+
+def test_clustered_wald_uses_t_with_clusters_minus_one_df():
+    """Six clusters: p = 2 t_5.sf(|b / se|), wider than the normal reference would give."""
+    from scipy.stats import norm, t
+
+    from introspect.tasks.selfknowledge.skstats import logit_fit
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=60)
+    y = (rng.random(60) < 1 / (1 + np.exp(-x))).astype(float)
+    res = logit_fit(y, pd.DataFrame({"x": x}), [i % 6 for i in range(60)])
+    zstat = float(res.params["x"] / res.bse["x"])
+    assert float(res.pvalues["x"]) == pytest.approx(2 * t.sf(abs(zstat), 5))
+    assert float(res.pvalues["x"]) > 2 * norm.sf(abs(zstat))

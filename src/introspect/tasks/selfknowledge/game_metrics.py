@@ -239,15 +239,16 @@ def _pooled_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
         # the highest minus the lowest teammate accuracy of the run (its variants name them)
         rows.append(row(keys, "p_delegate_diff[high-low teammate]",
                         cluster_boot(lambda i: float(d[i].mean()), d.size), d.size))
+    nq = len(set(qid))  # rows are question × teammate accuracy; the items are the questions
     om = odds_ratios(logit_fit(deleg, X[["teammate_accuracy_x10"]], qid))
     for r in om.itertuples():
-        rows.append(row(keys, "other_modelling_or_per_0.1", (r.odds_ratio, r.lo, r.hi), r.n))
+        rows.append(row(keys, "other_modelling_or_per_0.1", (r.odds_ratio, r.lo, r.hi), r.n, n_items=nq))
     full = pd.concat([X, pd.DataFrame({"baseline_error": err})], axis=1)
     if usable(num(s, "entropy")):
         full["entropy_z"] = z(num(s, "entropy"))
     for r in odds_ratios(logit_fit(deleg, full, qid)).itertuples():
-        rows.append(row(keys, f"odds_ratio[{r.term}]", (r.odds_ratio, r.lo, r.hi), r.n))
-        rows.append(value(keys, f"clustered_wald_p[{r.term}]", r.p, r.n))
+        rows.append(row(keys, f"odds_ratio[{r.term}]", (r.odds_ratio, r.lo, r.hi), r.n, n_items=nq))
+        rows.append(value(keys, f"clustered_wald_p[{r.term}]", r.p, r.n, n_items=nq))
     if np.isfinite(pt).all() and len(pt):
         res = ols_fit(_logit(pt), full, qid)
         if res is not None:
@@ -255,9 +256,10 @@ def _pooled_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
             for term in ("baseline_error", "entropy_z", "teammate_accuracy_x10"):
                 if term in res.params.index:
                     rows.append(row(keys, f"logit_p_delegate_coef[{term}]",
-                                    (float(res.params[term]), *map(float, ci.loc[term])), int(res.nobs)))
+                                    (float(res.params[term]), *map(float, ci.loc[term])), int(res.nobs),
+                                    n_items=nq))
                     rows.append(value(keys, f"logit_p_delegate_clustered_wald_p[{term}]",
-                                      float(res.pvalues[term]), int(res.nobs)))
+                                      float(res.pvalues[term]), int(res.nobs), n_items=nq))
     return rows
 
 

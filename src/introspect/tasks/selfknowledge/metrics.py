@@ -92,8 +92,8 @@ def summarize_seb_association(df: pd.DataFrame) -> pd.DataFrame:
         ok = np.array([isnum(m) for m in masses])
         if ok.any():
             m = np.array([float(x) for x in masses if isnum(x)])
-            rows.append(row(keys, "mean_mass", bootstrap_mean(m), m.size))
-            rows += prop(keys, "low_mass_rate", float((m < 0.5).sum()), m.size)
+            rows.append(row(keys, "mean_mass", bootstrap_mean(m), m.size, n_items=len(s)))
+            rows += prop(keys, "low_mass_rate", float((m < 0.5).sum()), m.size, n_items=len(s))
         # text reading: an unparsed reply is wrong in 002's accuracy, left out of the adjusted one
         st = [0.5 if v is None else float(bool(v)) for v in S]
         ts, ty, tc = expand_draws(st, D, C)
@@ -111,7 +111,8 @@ def summarize_seb_association(df: pd.DataFrame) -> pd.DataFrame:
         rows += prop(keys, "text_parse_rate", b(s, "parse_ok").sum(), len(s))
         rows += prop(keys, "text_cut_rate", b(s, "said_cut").sum(), len(s)) if "grade.said_cut" in s else []
         nd, nok, ncut = (float(np.nansum(num(s, k))) for k in ("n_draws", "n_lists_ok", "n_lists_cut"))
-        rows += prop(keys, "list_parse_rate", nok, nd) + prop(keys, "list_cut_rate", ncut, nd)
+        rows += (prop(keys, "list_parse_rate", nok, nd, n_items=len(s))
+                 + prop(keys, "list_cut_rate", ncut, nd, n_items=len(s)))
         Lx = pd.DataFrame({"chars": [len(w) for w in L], "words": [len(w.split()) for w in L]})
         rows += _surface(keys, "", Lx, D, C)
         rows += draw_rows(keys, num(s, "n_draws"), len(s))
@@ -136,9 +137,9 @@ def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
             rows.append(row(keys, "predict_mean_mass", bootstrap_mean(pm), int(np.isfinite(pm).sum())))
             rows += prop(keys, "predict_low_mass_rate", b(s, "predict_low_mass").sum(), int(np.isfinite(pm).sum()))
         jl = [x for v in lists(s, "judge_low_mass") for x in v]
-        rows += prop(keys, "judge_low_mass_rate", sum(map(bool, jl)), len(jl))
+        rows += prop(keys, "judge_low_mass_rate", sum(map(bool, jl)), len(jl), n_items=len(s))
         cuts = [x for v in lists(s, "response_cut") for x in v]
-        rows += prop(keys, "response_cut_rate", sum(map(bool, cuts)), len(cuts))
+        rows += prop(keys, "response_cut_rate", sum(map(bool, cuts)), len(cuts), n_items=len(s))
         # 002's text protocol (first draw): unparsed counts wrong; adjusted drops it
         ok, corr = b(s, "parse_ok"), b(s, "correct")
         fn, fp = int(b(s, "fn").sum()), int(b(s, "fp").sum())
@@ -148,9 +149,9 @@ def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
         rows += prop(keys, "text_parse_rate", ok.sum(), len(s))
         rows += prop(keys, "predict_parse_rate", b(s, "predict_parse_ok").sum(), len(s))
         jt = [x for v in lists(s, "judged_text") for x in v]
-        rows += prop(keys, "judge_parse_rate", sum(x is not None for x in jt), len(jt))
+        rows += prop(keys, "judge_parse_rate", sum(x is not None for x in jt), len(jt), n_items=len(s))
         ja = [(bool(j), bool(r)) for jj, rr in zip(judged, refused) for j, r in zip(jj, rr) if j is not None]
-        rows += prop(keys, "judge_rule_agreement", sum(j != r for j, r in ja), len(ja))
+        rows += prop(keys, "judge_rule_agreement", sum(j != r for j, r in ja), len(ja), n_items=len(s))
         for lab in sorted({str(v) for v in g(s, "label").dropna()}):
             m = (g(s, "label") == lab).to_numpy()
             pl, yl, cl_ = expand_draws([pa[i] for i in np.flatnonzero(m)], [judged[i] for i in np.flatnonzero(m)],
@@ -199,23 +200,26 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
         if T:  # always answering "the first of the pair is harder" (or always the second)
             rows.append(value(keys, "majority_pair_baseline", max(np.mean(T), 1 - np.mean(T)), len(T)))
         if firstA:
-            rows.append(row(keys, "position_bias_p_A", bootstrap_mean(firstA), len(firstA)))
+            rows.append(row(keys, "position_bias_p_A", bootstrap_mean(firstA), len(firstA), n_items=len(s)))
         truth = [t for v in lists(s, "pair_truth") for t in v]
-        rows += prop(keys, "pair_excluded_rate", sum(not isnum(t) for t in truth), len(truth))
-        rows += prop(keys, "pair_tie_rate", sum(t == 0.5 for t in truth if isnum(t)), sum(isnum(t) for t in truth))
+        rows += prop(keys, "pair_excluded_rate", sum(not isnum(t) for t in truth), len(truth), n_items=len(s))
+        rows += prop(keys, "pair_tie_rate", sum(t == 0.5 for t in truth if isnum(t)), sum(isnum(t) for t in truth),
+                     n_items=len(s))
         pc = [x for v in lists(s, "p_correct") for x in v if isnum(x)]
         rows.append(row(keys, "question_accuracy", bootstrap_mean(pc), len(pc)))
+        nq = len(pc)  # the draw-level rates below count answers; their items are the questions
         parsed = [x for v in lists(s, "answer_parsed") for d in v for x in d]
         cuts = [x for v in lists(s, "answer_cut") for d in v for x in d]
-        rows += prop(keys, "answer_cut_rate", sum(map(bool, cuts)), len(cuts))
+        rows += prop(keys, "answer_cut_rate", sum(map(bool, cuts)), len(cuts), n_items=nq)
         if parsed and len(parsed) == len(cuts):
             uncut = [p for p, c in zip(parsed, cuts) if not c]
-            rows += prop(keys, "answer_parse_rate", sum(map(bool, uncut)), len(uncut))
-            rows += prop(keys, "answer_excluded_rate", sum(c or not p for p, c in zip(parsed, cuts)), len(cuts))
+            rows += prop(keys, "answer_parse_rate", sum(map(bool, uncut)), len(uncut), n_items=nq)
+            rows += prop(keys, "answer_excluded_rate", sum(c or not p for p, c in zip(parsed, cuts)), len(cuts),
+                         n_items=nq)
         how = [x for v in lists(s, "answer_read_as") for d in v for x in d if x is not None]
-        rows += prop(keys, "answer_read_from_result_rate", sum(x == "result" for x in how), len(how))
+        rows += prop(keys, "answer_read_from_result_rate", sum(x == "result" for x in how), len(how), n_items=nq)
         toks = [x for v in lists(s, "n_tokens") for d in v for x in (d if isinstance(d, list) else [d])]
-        rows.append(row(keys, "mean_answer_tokens", bootstrap_mean(toks), len(toks)))
+        rows.append(row(keys, "mean_answer_tokens", bootstrap_mean(toks), len(toks), n_items=nq))
         rows += draw_rows(keys, num(s, "n_draws"), len(s))
     return frame(rows)
 

@@ -159,6 +159,14 @@ def score_block(p: np.ndarray, y: np.ndarray, clusters: np.ndarray, choice: np.n
 
 
 # ---------------------------------------------------------------- regressions
+def _clustered(clusters: Sequence[Any]) -> dict[str, Any]:
+    """Cluster-robust covariance with statsmodels' small-sample factor G/(G-1)·(N-1)/(N-K), and
+    t_{G-1} rather than normal quantiles for intervals and p: with a few dozen questions the
+    normal reference is too liberal."""
+    return {"cov_type": "cluster", "use_t": True,
+            "cov_kwds": {"groups": pd.factorize(np.asarray(clusters, dtype=object))[0], "use_correction": True}}
+
+
 def logit_fit(y: np.ndarray, X: pd.DataFrame, clusters: Sequence[Any] | None = None) -> Any:
     """statsmodels Logit of y on X plus a constant, standard errors clustered by ``clusters``
     (HC1 when None); None when it cannot be fitted (one class, separation, too few rows)."""
@@ -171,7 +179,7 @@ def logit_fit(y: np.ndarray, X: pd.DataFrame, clusters: Sequence[Any] | None = N
     Xc = sm.add_constant(X[cols].astype(float), has_constant="add")
     kw: dict[str, Any] = {"cov_type": "HC1"}
     if clusters is not None:
-        kw = {"cov_type": "cluster", "cov_kwds": {"groups": pd.factorize(np.asarray(clusters, dtype=object))[0]}}
+        kw = _clustered(clusters)
     try:
         import warnings
 
@@ -207,7 +215,7 @@ def ols_fit(y: np.ndarray, X: pd.DataFrame, clusters: Sequence[Any] | None = Non
     Xc = sm.add_constant(X[cols].astype(float), has_constant="add")
     kw: dict[str, Any] = {"cov_type": "HC1"}
     if clusters is not None:
-        kw = {"cov_type": "cluster", "cov_kwds": {"groups": pd.factorize(np.asarray(clusters, dtype=object))[0]}}
+        kw = _clustered(clusters)
     return sm.OLS(np.asarray(y, float), Xc).fit(**kw)
 
 
