@@ -97,11 +97,12 @@ def _raw_hf(model_name: str, device: str = "cpu", dtype: torch.dtype = torch.flo
 
 
 def contention() -> list[str]:
-    """Other Python processes on this machine (they share the CPU and skew every timing)."""
+    """Other Python processes on this machine (they share the CPU and skew every timing), matched
+    by process name: a command line that merely mentions python (an env dump) is not one."""
     import subprocess
 
     try:
-        out = subprocess.run(["pgrep", "-af", "python"], capture_output=True, text=True, timeout=5).stdout
+        out = subprocess.run(["pgrep", "-a", "python"], capture_output=True, text=True, timeout=5).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [ln for ln in out.splitlines() if ln.split()[0] != str(os.getpid()) and "pgrep" not in ln]

@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
            "sets it) = as many as fit, at most 16 on a CPU and 256 on a GPU")
     a("--device-map", help="e.g. auto: spread one model over all visible GPUs")
     a("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    a("--revision", help="hub revision (branch, tag or commit) of a hub model; it keys the fingerprint")
     a("--dtype", help="fp32 | fp16 | bf16 (default per model)")
     a("--attention", choices=("auto", "sdpa", "eager"),
       help="attention implementation (default auto: sdpa unless the model needs eager)")
@@ -258,7 +259,8 @@ def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
 
 def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, progress: bool = True,
                  device_map: str | None = None, device: str | None = None, dtype: str | None = None,
-                 resume: bool = True, adapter: str | None = None, attention: str | None = None) -> int:
+                 resume: bool = True, adapter: str | None = None, attention: str | None = None,
+                 revision: str | None = None) -> int:
     """Run every model of a settings dict, print summaries, write summary + dashboard. Returns 0."""
     from introspect.devices import release
     from introspect.models import DEFAULT_MODEL, load_model
@@ -278,7 +280,7 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
     summaries = []
     for name in models:
         model = load_model(name, dtype=dtype, device=device, device_map=device_map, adapter=adapter,
-                           **({"attn_implementation": attention} if attention else {}))
+                           revision=revision, **({"attn_implementation": attention} if attention else {}))
         cfg = task_config(s, model.cfg.n_layers)
         summary = run_grid(model, tasks, cfg, out, shard=shard, resume=resume, progress=progress,
                            notes=notes)
@@ -354,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from_args(args)
         return run_settings(settings, shard=shard, progress=not args.no_progress,
                             device_map=args.device_map, device=args.device, dtype=args.dtype,
-                            resume=not args.no_resume, adapter=args.adapter, attention=args.attention)
+                            resume=not args.no_resume, adapter=args.adapter, attention=args.attention,
+                            revision=args.revision)
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

@@ -83,6 +83,16 @@ def test_hub_model_fingerprint_is_its_snapshot_commit(tiny_dir, cache, monkeypat
     assert load_model(str(snap)).introspect_info.name == "org/tiny-chat"
 
 
+def test_revision_reaches_the_hub_and_is_refused_for_a_local_folder(tiny_dir, cache, monkeypatch, tmp_path):
+    _no_parameter_hashing(monkeypatch)
+    calls: list = []
+    snap = _fake_hub(tmp_path, tiny_dir("qwen2"), monkeypatch, calls)
+    assert load_model("org/tiny-chat", revision="v1.0").introspect_info.fingerprint == f"hub:org/tiny-chat@{COMMIT}"
+    assert [c[1] for c in calls] == ["v1.0"]
+    with pytest.raises(ModelError, match="revision 'v1.0' applies to hub ids"):
+        load_model(str(snap), revision="v1.0")
+
+
 def test_gated_repository_says_hf_token(monkeypatch):
     import httpx
     import huggingface_hub

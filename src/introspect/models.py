@@ -280,6 +280,7 @@ def load_model(
     device_map: str | dict | None = None,
     attn_implementation: str | None = "auto",
     adapter: str | Path | None = None,
+    revision: str | None = None,
 ) -> Any:
     """Load a model as a TransformerLens ``TransformerBridge`` in eval mode.
 
@@ -294,6 +295,7 @@ def load_model(
     (``introspect.attention``). ``adapter``: a LoRA directory from ``experiments.train_aware``,
     merged into the HF weights before the bridge boots (every hook name unchanged); the model then
     has its own name and fingerprint and its card names the adapter (``introspect.train.lora``).
+    ``revision``: a hub id's branch, tag or commit (its snapshot folder, hence the fingerprint).
     """
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -303,7 +305,10 @@ def load_model(
     attention.check_choice(attn_implementation)
     path, entry = resolve(name_or_path)
     if not Path(path).is_dir():  # a hub id: its snapshot folder (downloaded once, named by its commit)
-        path = str(hub.snapshot(path))
+        path = str(hub.snapshot(path, revision=revision))
+    elif revision:
+        raise ModelError(f"revision {revision!r} applies to hub ids, but {name_or_path!r} is a local "
+                         "folder; drop --revision or give the hub id")
     fingerprint = _fingerprint(path)
     device = device or ("cpu" if device_map is None and not torch.cuda.is_available() else None)
     torch_dtype = resolve_dtype(dtype or (entry.dtype if entry else None), device or "cuda")
