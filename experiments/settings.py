@@ -151,6 +151,11 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         s["options"] = {**(s.get("options") or {}), **_options(args.option)}
     if getattr(args, "placebo", False):
         s["options"] = {**(s.get("options") or {}), "placebo": True}
+    sk = [t for t in expand_tasks(list(s.get("tasks") or [])) if t not in CORE_TASKS]
+    if args.preset and Path(str(args.preset)).stem == "quick" and sk and args.tasks:
+        # quick.yaml sizes tasks A–D only: a self-knowledge task would run at its full defaults
+        raise ConfigError(f"--preset quick sizes tasks A-D; for {', '.join(sk)} use --preset selfknowledge-quick "
+                          "(about two minutes a task on a 2-core CPU)")
     return check_settings(s, "command line")
 
 

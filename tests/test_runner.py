@@ -254,3 +254,17 @@ def test_help_lists_every_registered_task():
 
     out = build_parser().format_help()
     assert TASKS and all(name in out and spec.description in out for name, spec in TASKS.items())
+
+
+def test_quick_preset_with_a_self_knowledge_task_points_to_its_quick_preset(monkeypatch):
+    """``--task delegate --preset quick`` would run the Delegate Game at its full defaults (about
+    nine minutes): one line naming the preset that sizes it instead."""
+    from experiments.settings import build_parser, settings_from_args
+    from introspect.tasks.base import ConfigError
+
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(ConfigError, match="use --preset selfknowledge-quick"):
+        settings_from_args(build_parser().parse_args(["--task", "delegate", "--preset", "quick"]))
+    assert settings_from_args(build_parser().parse_args(["--task", "A", "--preset", "quick"]))["tasks"] == ["A"]
+    s = settings_from_args(build_parser().parse_args(["--task", "delegate", "--preset", "selfknowledge-quick"]))
+    assert s["options"]["n"] == 5
