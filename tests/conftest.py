@@ -113,3 +113,14 @@ def pytest_collection_modifyitems(config, items):
 def _isolated_cache(tmp_path, monkeypatch):
     """Vector caches go to a per-test dir unless a test opts into the shared one."""
     monkeypatch.setenv("INTROSPECT_CACHE_VECTORS", str(tmp_path / "vectors"))
+
+
+@pytest.fixture
+def threads():
+    """Set torch's thread count for one test and restore it after (batch invariance is bitwise
+    with one thread only)."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)

@@ -195,14 +195,6 @@ def test_hook_deltas_are_built_once_per_selection(tiny_model, monkeypatch):
     assert counts[0] == counts[1] and counts[0] <= 3  # α·v, rows and mask once: not per step
 
 
-@pytest.fixture
-def threads():
-    """Set torch's thread count for one test and restore it after."""
-    before = torch.get_num_threads()
-    yield torch.set_num_threads
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("n_threads", [1, 2])
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
 def test_bitwise_batch_invariance_where_it_holds(tiny_model, family, n_threads, threads):

@@ -283,6 +283,22 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
 
 
 # ---------------------------------------------------------------- public API
+def _chunk(order: list[int], group: list[Any], lo: int, size: int) -> list[int]:
+    """The next batch from ``order[lo:]``: up to ``size`` rows, ending where a group (one prompt,
+    one stream) ends when that leaves the batch at least half full. Rows that differ only in
+    their injection then share a batch, its shared prefix and its matmul shapes, so a zero
+    injection (the placebo) reproduces its control bitwise; split across batches they round
+    differently and a near-tie can flip a sampled token."""
+    hi = min(lo + size, len(order))
+    if hi < len(order) and group[order[hi]] == group[order[hi - 1]]:
+        cut = hi - 1
+        while cut > lo and group[order[cut - 1]] == group[order[hi]]:
+            cut -= 1
+        if cut - lo >= size / 2:
+            hi = cut
+    return order[lo:hi]
+
+
 def generate(
     model: Any,
     prompts: Sequence[Prompt],
@@ -339,7 +355,10 @@ def generate(
     keys = list(seeds) if seeds is not None else [
         f"{seed or 0}:{hashlib.sha256(str(p.ids).encode()).hexdigest()[:16]}" for p in prompts]
     rows = [(i, k) for i in range(len(prompts)) for k in range(n_samples)]
-    order = sorted(range(len(rows)), key=lambda r: (prompts[rows[r][0]].ids, rows[r]))
+    # rows of one prompt and one stream (a control and its injected rows) sit side by side and
+    # share a batch where they fit: a batch's layout rounds every row alike (see _chunks)
+    group = [(prompts[i].ids, str(keys[i]), k) for i, k in rows]
+    order = sorted(range(len(rows)), key=lambda r: (group[r], rows[r]))
     out: list[Generation | None] = [None] * len(rows)
     st = stats if stats is not None else DecodeStats()
     longest = max((len(p) for p in prompts), default=0) + max_new_tokens
@@ -347,7 +366,7 @@ def generate(
                devices.fit_batch(model, longest, cap=batch_size))
     lo = 0
     while lo < len(order):
-        chunk = order[lo:lo + size]
+        chunk = _chunk(order, group, lo, size)
         unit_of: dict[tuple, int] = {}
         units: list[tuple[Prompt, RowSpecs]] = []
         row_unit = []

@@ -290,8 +290,10 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
                                      notes=[*dict.fromkeys([*ctx.notes, *notes])]))
             bar.set_description(spec.name)
             groups: dict[int | None, list[tuple[Trial, str]]] = {}
-            for t, tid in keep:
-                groups.setdefault(t.layer, []).append((t, tid))
+            first = min((t.layer for t, _ in keep if t.layer is not None), default=None)
+            for t, tid in keep:  # controls (no layer) run with the first layer, in plan order, so
+                # a concept's control is decoded in the same batch as its injected trials there
+                groups.setdefault(first if t.layer is None else t.layer, []).append((t, tid))
             for layer in sorted(groups, key=lambda la: (la is not None, la or 0)):
                 pending = {tid for _, tid in groups[layer]}
                 for rec in spec.execute(ctx, [t for t, _ in groups[layer]]):

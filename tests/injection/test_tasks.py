@@ -103,6 +103,64 @@ def test_placebo_answers_equal_their_controls(tiny_model):
         assert r.response == c.response and r.p_yes == pytest.approx(c.p_yes, abs=1e-6)
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("batch_size", [6, 8, 16])
+def test_placebo_is_bitwise_its_control_where_a_concept_fits_a_batch(tiny_model, batch_size, n_threads, threads):
+    """One cell: a concept's control and its four conditions (5 rows a sample) fit a batch, so
+    they are decoded together, at batch sizes that do not divide the 30 rows evenly. With one
+    thread a zero injection changes no bit (P(yes) exactly equal); with two the matmuls split
+    rows between threads and P(yes) agrees to rounding."""
+    threads(n_threads)
+    recs = I.run_task_a(tiny_model("llama"), _cfg(variant="paper", layers=(1,), alphas=(4.0,), n_concepts=3,
+                                                  n_samples=2, batch_size=batch_size, options=(("placebo", True),),
+                                                  temperature=1.0))
+    ctrl = {(r.trial_index, r.sample, r.word): r for r in recs if r.condition == "control"}
+    other = [r for r in recs if r.condition in ("injected", "random", "concept_random", "negative")]
+    assert len(other) == 4 * len(ctrl) == 24
+    for r in other:
+        c = ctrl[(r.trial_index, r.sample, r.word)]
+        assert r.response == c.response
+        if n_threads == 1:
+            assert r.p_yes == c.p_yes and r.p_no == c.p_no
+        else:
+            assert r.p_yes == pytest.approx(c.p_yes, rel=1e-5) and r.p_no == pytest.approx(c.p_no, rel=1e-5)
+
+
+def test_placebo_through_the_runner_is_bitwise_its_control(tiny_model, tmp_path, threads):
+    """The runner once ran every control before any injected trial, so a control and its
+    placebo twin were decoded in different batches: 92% of the default model's answers matched.
+    Now controls run with the first layer's trials, in plan order (one thread: bitwise)."""
+    import json
+
+    from introspect.runner import run_grid
+
+    threads(1)
+    cfg = _cfg(variant="paper", layers=(1,), alphas=(4.0,), n_concepts=3, n_samples=2, batch_size=8,
+               temperature=1.0, options=(("placebo", True),))
+    summary = run_grid(tiny_model("llama"), ["A"], cfg, tmp_path, progress=False)
+    recs = [json.loads(x) for x in summary.files["A"].read_text().splitlines()[1:]]
+    ctrl = {(r["trial_index"], r["sample"], r["word"]): r for r in recs if r["condition"] == "control"}
+    other = [r for r in recs if r["condition"] in ("injected", "random", "concept_random", "negative")]
+    assert len(other) == 4 * len(ctrl) == 24
+    for r in other:
+        c = ctrl[(r["trial_index"], r["sample"], r["word"])]
+        assert (r["response"], r["p_yes"], r["p_no"]) == (c["response"], c["p_yes"], c["p_no"])
+
+
+def test_batches_end_where_a_group_ends():
+    from introspect.decode import _chunk
+
+    group = ["a"] * 5 + ["b"] * 5 + ["c"] * 5 + ["d"] * 12
+    order = list(range(len(group)))
+    cuts, lo = [], 0
+    while lo < len(order):
+        c = _chunk(order, group, lo, 8)
+        cuts.append(len(c))
+        lo += len(c)
+    assert cuts == [5, 5, 5, 8, 4]  # a group larger than half a batch is split where it must be
+    assert sum(cuts) == len(group)
+
+
 def test_task_c_mismatch_shares_the_control_stream(tiny_model):
     recs = I.run_task_c(tiny_model("llama"), _cfg(n_samples=2))
     ctrl = {(r.word, r.trial_index, r.sample): r.gen["stream_seed"] for r in recs if r.condition == "control"}

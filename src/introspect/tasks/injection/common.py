@@ -186,16 +186,25 @@ class Generated:
 Made = tuple[Sequence[Prompt], Sequence[InjectionSpec | None], Any]
 
 
+def _pair_key(ctx: RunContext, trial: Trial) -> str:
+    """Trials that share a stream up to the sample index: a control and its injected trials."""
+    return replace(trial, sample=0).stream_key(ctx.fingerprint, ctx.cfg.seed)
+
+
 def execute_generation(ctx: RunContext, trials: Sequence[Trial], make: Callable[[Trial], Made], *,
                        chunk: int = 4, max_new_tokens: int | None = None) -> Iterator[Generated]:
     """Run trials ``chunk × batch_size`` at a time: ``make(trial)`` gives the trial's prompts, one
     injection spec per prompt and any extra value; every prompt of a chunk goes through one
     ``run_batch`` call (``max_new_tokens``: this call's budget, default the run's), and the
     outputs come back per trial, in trial order."""
-    size = ctx.cfg.batch_size * chunk
-    for lo in range(0, len(trials), size):
+    size, lo = max(1, ctx.cfg.batch_size) * chunk, 0
+    while lo < len(trials):
+        hi = min(lo + size, len(trials))
+        while hi < len(trials) and _pair_key(ctx, trials[hi]) == _pair_key(ctx, trials[hi - 1]):
+            hi += 1  # a concept's control and its injected trials go through one call (see decode._chunk)
         made = []
-        for t in trials[lo:lo + size]:
+        chunk_trials, lo = trials[lo:hi], hi
+        for t in chunk_trials:
             ps, ss, extra = make(t)
             if len(ps) != len(ss):
                 raise ValueError(f"trial {t.condition}/{t.index}: {len(ps)} prompts but {len(ss)} specs")
