@@ -145,6 +145,7 @@ def gpus(monkeypatch):
 def test_placement(gpus):
     G = devices.GiB
     assert devices.place(10 * G).device_map is None  # no GPU: the CPU
+    assert devices.place(10 * G, device_map="auto").max_memory is None  # nothing to cap
     gpus.extend([80 * G] * 4)
     assert devices.place(16 * G).device_map == {"": 0}  # an 8B in bf16 goes straight onto GPU 0
     assert devices.place(16 * G, "cuda:2").device_map == {"": 2}
@@ -152,6 +153,8 @@ def test_placement(gpus):
     big = devices.place(140 * G)  # a 70B in bf16: over all four, never offloaded to the CPU
     assert big.device_map == "auto" and set(big.max_memory) == {0, 1, 2, 3}
     assert devices.place(140 * G, device_map={"": 1}).device_map == {"": 1}  # the user's map wins
+    asked = devices.place(16 * G, device_map="auto")  # asked for: capped like the automatic spread
+    assert asked.device_map == "auto" and asked.max_memory == {i: int(devices.HEADROOM * 80 * G) for i in range(4)}
     for args in [(140 * G, "cuda:1"), (400 * G,)]:
         with pytest.raises(ModelError, match="weights need ~") as e:
             devices.place(*args)

@@ -37,11 +37,16 @@ def _gpu_free() -> list[int]:
 def place(need_bytes: int, device: str | None = None, device_map: Any = None) -> Placement:
     """Choose the placement of weights taking ``need_bytes`` once loaded.
 
-    An explicit ``device_map`` wins. Otherwise: no GPU or ``device="cpu"`` loads on the CPU; a
-    model that fits in ``HEADROOM`` of the chosen GPU's free memory loads onto it whole; a larger
-    one on an unpinned ``"cuda"`` goes over every GPU (``"auto"``, capped per GPU, never
-    offloaded to the CPU, which the bridge refuses).
+    An explicit ``device_map`` wins; an explicit ``"auto"`` with GPUs gets the same per-GPU cap
+    as the automatic spread (without it accelerate fills each GPU and leaves nothing for the KV
+    cache). Otherwise: no GPU or ``device="cpu"`` loads on the CPU; a model that fits in
+    ``HEADROOM`` of the chosen GPU's free memory loads onto it whole; a larger one on an unpinned
+    ``"cuda"`` goes over every GPU (``"auto"``, capped per GPU, never offloaded to the CPU, which
+    the bridge refuses).
     """
+    if device_map == "auto" and torch.cuda.is_available():
+        cap = {i: int(HEADROOM * f) for i, f in enumerate(_gpu_free())}
+        return Placement("auto", cap, f"device map auto, each GPU capped at {HEADROOM:.0%} of its free memory")
     if device_map is not None:
         return Placement(device_map, None, "device map given")
     if device is None:
