@@ -62,6 +62,32 @@ def test_out_of_memory_halves_and_keeps_finished_chunks(tiny_model, monkeypatch)
     assert st2.batches == [4, 2]
 
 
+def test_activation_reads_halve_on_out_of_memory(tiny_model, monkeypatch):
+    """Vector extraction, residual norms and task D read activations through ``residuals``: an
+    OOM there halves its batch too, keeps the finished chunks, and gives the same activations."""
+    import introspect.vectors as V
+
+    m = tiny_model("llama")
+    ps = _prompts(m.tokenizer, 12)
+    ref = V.residuals(m, ps, [1, 2], batch_size=4)
+    real, sizes = V._gather, []
+
+    def flaky(model, toks, mask, where, wanted):
+        sizes.append(toks.shape[0])
+        if toks.shape[0] > 4:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(model, toks, mask, where, wanted)
+
+    monkeypatch.setattr(V, "_gather", flaky)
+    monkeypatch.setattr(m, "introspect_batch_cap", 8, raising=False)  # undone after the test
+    got = V.residuals(m, ps, [1, 2], batch_size=8)
+    assert sizes == [8, 4, 4, 4] and m.introspect_batch_cap == 4
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got, ref)) and len(got) == 12
+    with pytest.raises(RuntimeError, match="shapes"):
+        monkeypatch.setattr(V, "_gather", lambda *a: (_ for _ in ()).throw(RuntimeError("shapes differ")))
+        V.residuals(m, ps, [1], batch_size=4)
+
+
 def test_other_errors_are_not_taken_for_out_of_memory(tiny_model, monkeypatch):
     m = tiny_model("llama")
 

@@ -23,6 +23,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from introspect import devices
 from introspect.chat import Conversation, Prompt, render
 from introspect.inject import RowSpecs, injecting, pad_left
 from introspect.models import cache_root, model_info
@@ -113,24 +114,41 @@ def residuals(
     layers = check_layers(model, layers)
     wanted = sorted(set(layers))
     out: list[Tensor] = []
-    for lo in range(0, len(prompts), batch_size):
-        chunk = prompts[lo:lo + batch_size]
-        specs = (injections or [None] * len(prompts))[lo:lo + batch_size]
-        toks, mask, offsets = pad_left(chunk, model.tokenizer.pad_token_id)
-        rows: list[int] = []
-        cols: list[int] = []
-        counts: list[int] = []
-        for i, p in enumerate(chunk):
-            idx = [len(p) - 1] if positions == "last" else [int(j) for j in positions[lo + i]]
-            rows += [i] * len(idx)
-            cols += [offsets[i] + j for j in idx]
-            counts.append(len(idx))
-        where = (torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long))
-        with injecting(model, specs, chunk, offsets):
-            got = _gather(model, toks, mask, where, wanted)
-        stacked = torch.stack([got[la] for la in layers])  # [layers, positions of the chunk, d]
-        out.extend(stacked.split(counts, dim=1))
+    size, lo = max(1, min(batch_size, getattr(model, "introspect_batch_cap", batch_size))), 0
+    while lo < len(prompts):
+        try:
+            got_chunk = _residual_chunk(model, prompts, lo, size, layers, wanted, positions, injections)
+        except Exception as e:  # out of memory: halve and redo this chunk; finished chunks stay
+            if not devices.is_oom(e) or size == 1:
+                raise
+            devices.release()
+            size = max(1, size // 2)
+            model.introspect_batch_cap = size
+            continue
+        out.extend(got_chunk)
+        lo += size
     return out
+
+
+def _residual_chunk(model: Any, prompts: Sequence[Prompt], lo: int, size: int, layers: list[int],
+                    wanted: list[int], positions: Any, injections: Sequence[RowSpecs] | None) -> list[Tensor]:
+    """``residuals`` of ``prompts[lo:lo + size]``."""
+    chunk = prompts[lo:lo + size]
+    specs = (injections or [None] * len(prompts))[lo:lo + size]
+    toks, mask, offsets = pad_left(chunk, model.tokenizer.pad_token_id)
+    rows: list[int] = []
+    cols: list[int] = []
+    counts: list[int] = []
+    for i, p in enumerate(chunk):
+        idx = [len(p) - 1] if positions == "last" else [int(j) for j in positions[lo + i]]
+        rows += [i] * len(idx)
+        cols += [offsets[i] + j for j in idx]
+        counts.append(len(idx))
+    where = (torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long))
+    with injecting(model, specs, chunk, offsets):
+        got = _gather(model, toks, mask, where, wanted)
+    stacked = torch.stack([got[la] for la in layers])  # [layers, positions of the chunk, d]
+    return list(stacked.split(counts, dim=1))
 
 
 @dataclass(frozen=True)
