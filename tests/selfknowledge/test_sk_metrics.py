@@ -71,7 +71,8 @@ def test_grade_difficulty_scores_all_six_pairs_from_text_and_logits():
 def test_difficulty_summary_counts_invalid_rankings_as_wrong():
     base = {"pair_truth": [0, 1, 1, 0.5, 1, 0], "p_harder": [0.1, 0.9, 0.8, 0.5, 0.15, 0.2],
             "question_length": [5, 9, 9, 9], "p_correct": [1, 0.5, 0, 0.5],
-            "n_tokens": [[3], [4], [5], [6]], "answer_cut": [[False], [True], [False], [False]]}
+            "n_tokens": [[3], [4], [5], [6]], "answer_cut": [[False], [True], [False], [False]],
+            "pair_mass": [[0.9, 0.4]] + [[0.8, 0.6]] * 4 + [[None, 0.2]]}
     df = _df("seb-difficulty", [
         {**base, "parse_ok": True, "pair_accuracy": 1.0, "pair_accuracy_logit": 0.75},
         {**base, "parse_ok": True, "pair_accuracy": 0.5, "pair_accuracy_logit": 0.75},
@@ -87,6 +88,9 @@ def test_difficulty_summary_counts_invalid_rankings_as_wrong():
     assert _get(s, "pair_tie_rate").value == pytest.approx(1 / 6)
     # non-tied pairs: p (.1,.9,.8,.15,.2) vs truth (0,1,1,1,0): .15 < .2 is the one wrong of 6
     assert _get(s, "logit_pair_auroc").value == pytest.approx(5 / 6)
+    low = _get(s, "pair_low_mass_rate")  # per group: 0.4 and 0.2 of 11 readable masses; 3 groups
+    assert (low.value, low.n, low.n_items) == (pytest.approx(2 / 11), 33, 3)
+    assert _get(s, "pair_mean_mass").value == pytest.approx((0.9 + 0.4 + 4 * 1.4 + 0.2) / 11)
 
 
 # ---------------------------------------------------------------- association (002 §4.1)

@@ -201,6 +201,10 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
             rows.append(value(keys, "majority_pair_baseline", max(np.mean(T), 1 - np.mean(T)), len(T)))
         if firstA:
             rows.append(row(keys, "position_bias_p_A", bootstrap_mean(firstA), len(firstA), n_items=len(s)))
+        pm = np.array([float(x) for v in lists(s, "pair_mass") for pr in v for x in pr if isnum(x)])
+        if pm.size:  # the A/B decision's mass on "A" and "B", both orders of each pair
+            rows.append(row(keys, "pair_mean_mass", bootstrap_mean(pm), pm.size, n_items=len(s)))
+            rows += prop(keys, "pair_low_mass_rate", float((pm < 0.5).sum()), pm.size, n_items=len(s))
         truth = [t for v in lists(s, "pair_truth") for t in v]
         rows += prop(keys, "pair_excluded_rate", sum(not isnum(t) for t in truth), len(truth), n_items=len(s))
         rows += prop(keys, "pair_tie_rate", sum(t == 0.5 for t in truth if isnum(t)), sum(isnum(t) for t in truth),
