@@ -356,7 +356,7 @@ def generate(
         f"{seed or 0}:{hashlib.sha256(str(p.ids).encode()).hexdigest()[:16]}" for p in prompts]
     rows = [(i, k) for i in range(len(prompts)) for k in range(n_samples)]
     # rows of one prompt and one stream (a control and its injected rows) sit side by side and
-    # share a batch where they fit: a batch's layout rounds every row alike (see _chunks)
+    # share a batch where they fit: a batch's layout rounds every row alike (see _chunk)
     group = [(prompts[i].ids, str(keys[i]), k) for i, k in rows]
     order = sorted(range(len(rows)), key=lambda r: (group[r], rows[r]))
     out: list[Generation | None] = [None] * len(rows)
