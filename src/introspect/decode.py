@@ -383,12 +383,8 @@ def generate(
                              max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, stops=stops,
                              steps=set(logprob_steps), markers=markers, use_cache=use_cache, share=share_prefix, stats=st)
         except Exception as e:  # out of memory: halve the batch and redo this chunk; finished chunks stay
-            if not devices.is_oom(e) or size == 1:
-                raise
-            devices.release()
-            st.oom_halvings.append(size)
-            size = max(1, size // 2)
-            model.introspect_batch_cap = size  # later calls on this model start from what fitted
+            size, failed = devices.halve_after_oom(model, e, size), size
+            st.oom_halvings.append(failed)
             continue
         st.batches.append(len(chunk))
         for r, g in zip(chunk, res):

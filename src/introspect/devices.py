@@ -162,6 +162,18 @@ def release() -> None:
         torch.cuda.empty_cache()
 
 
+def halve_after_oom(model: Any, e: BaseException, size: int) -> int:
+    """The batch size to redo a failed chunk with: half of ``size`` after an out-of-memory error
+    (memory released, and later calls on ``model`` start from it); any other error, or an OOM at
+    one row, is raised again."""
+    if not is_oom(e) or size == 1:
+        raise e
+    release()
+    size = max(1, size // 2)
+    model.introspect_batch_cap = size
+    return size
+
+
 PLAN_TOKENS = 512  # a task prompt's length for planning a run's batch before any prompt exists
 
 

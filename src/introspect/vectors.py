@@ -119,11 +119,7 @@ def residuals(
         try:
             got_chunk = _residual_chunk(model, prompts, lo, size, layers, wanted, positions, injections)
         except Exception as e:  # out of memory: halve and redo this chunk; finished chunks stay
-            if not devices.is_oom(e) or size == 1:
-                raise
-            devices.release()
-            size = max(1, size // 2)
-            model.introspect_batch_cap = size
+            size = devices.halve_after_oom(model, e, size)
             continue
         out.extend(got_chunk)
         lo += size
