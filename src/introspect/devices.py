@@ -34,6 +34,11 @@ def _gpu_free() -> list[int]:
     return [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
 
 
+def _caps(free: list[int]) -> dict[int, int]:
+    """accelerate's ``max_memory`` per GPU: ``HEADROOM`` of its free bytes (the rest is KV cache)."""
+    return {i: int(HEADROOM * f) for i, f in enumerate(free)}
+
+
 def place(need_bytes: int, device: str | None = None, device_map: Any = None) -> Placement:
     """Choose the placement of weights taking ``need_bytes`` once loaded.
 
@@ -45,8 +50,7 @@ def place(need_bytes: int, device: str | None = None, device_map: Any = None) ->
     the bridge refuses).
     """
     if device_map == "auto" and torch.cuda.is_available():
-        cap = {i: int(HEADROOM * f) for i, f in enumerate(_gpu_free())}
-        return Placement("auto", cap, f"device map auto, each GPU capped at {HEADROOM:.0%} of its free memory")
+        return Placement("auto", _caps(_gpu_free()), f"device map auto, each GPU capped at {HEADROOM:.0%} of its free memory")
     if device_map is not None:
         return Placement(device_map, None, "device map given")
     if device is None:
@@ -64,8 +68,7 @@ def place(need_bytes: int, device: str | None = None, device_map: Any = None) ->
         return Placement({"": idx}, None, f"fits on GPU {idx}")
     total = sum(free)
     if dev.index is None and len(free) > 1 and need_bytes <= HEADROOM * total:
-        cap = {i: int(HEADROOM * f) for i, f in enumerate(free)}
-        return Placement("auto", cap, f"{need_bytes / GiB:.1f} GiB > one GPU: spread over {len(free)} GPUs")
+        return Placement("auto", _caps(free), f"{need_bytes / GiB:.1f} GiB > one GPU: spread over {len(free)} GPUs")
     where = f"GPU {idx} has {free[idx] / GiB:.1f} GiB free" + (
         f", all {len(free)} GPUs {total / GiB:.1f} GiB" if len(free) > 1 else "")
     raise ModelError(f"the weights need ~{need_bytes / GiB:.1f} GiB and {where}; use more GPUs, a smaller "
