@@ -267,7 +267,7 @@ def test_kovah_and_xstest_sources(tiny_model, tmp_path):
 
 # ---------------------------------------------------------------- real default model
 @pytest.mark.slow
-def test_quick_runs_on_default_model(default_model):
+def test_quick_runs_on_default_model(default_model, threads):
     """Every task end to end on SmolLM2-135M with tiny n (prints its summary).
 
     One torch thread: on a shared 2-core CPU, two spinning OpenMP threads made this ~10x slower.
@@ -275,17 +275,14 @@ def test_quick_runs_on_default_model(default_model):
     opts = dict(n=2, history_len=6, n_options=4, n_tokens=(2,), prefill=True, draws=2,
                 list_tokens=32, response_tokens=32, answer_tokens=96)
     ctx = I.context(default_model, I.TaskConfig(max_new_tokens=16, batch_size=16).with_options(**opts))
-    start, rows, threads = time.time(), [], torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for name in TASKS:
-            recs = I.run_task(ctx, name)
-            assert recs
-            for r in recs:
-                validate(r.to_dict())
-            rows += [flatten_trial(r.to_dict()) for r in recs]
-    finally:
-        torch.set_num_threads(threads)
+    start, rows = time.time(), []
+    threads(1)
+    for name in TASKS:
+        recs = I.run_task(ctx, name)
+        assert recs
+        for r in recs:
+            validate(r.to_dict())
+        rows += [flatten_trial(r.to_dict()) for r in recs]
     s = summarize_sk(pd.DataFrame(rows))
     print(f"\n{time.time() - start:.1f}s\n" + s.drop(columns="model_id").to_string())
     assert set(s.task) == set(TASKS)
@@ -296,20 +293,16 @@ def test_quick_runs_on_default_model(default_model):
 
 
 @pytest.mark.slow
-def test_fewshot_format_gives_the_answers_their_mass(default_model):
+def test_fewshot_format_gives_the_answers_their_mass(default_model, threads):
     """The few-shot transcript on a real model: the letter decision keeps most of its mass on
     A–D, and the records say which format ran."""
     data = Path(__file__).resolve().parents[3] / "shared" / "data" / "evals_sandbagging_mmlu200.jsonl"
     if not data.exists():
         pytest.skip("needs ../shared/data/evals_sandbagging_mmlu200.jsonl")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        ctx = I.context(default_model, I.TaskConfig(batch_size=16).with_options(
-            ability_items=str(data), ability_n=16, format="fewshot"))
-        recs = I.run_task(ctx, "ability")
-    finally:
-        torch.set_num_threads(threads)
+    threads(1)
+    ctx = I.context(default_model, I.TaskConfig(batch_size=16).with_options(
+        ability_items=str(data), ability_n=16, format="fewshot"))
+    recs = I.run_task(ctx, "ability")
     assert {r.gen["format"] for r in recs} == {"fewshot"} and all(r.variant.endswith("+fewshot") for r in recs)
     masses = [r.grade["mass"] for r in recs]
     print("few-shot letter mass:", [round(x, 2) for x in masses])
