@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import yaml
 
-from introspect import attention, devices, gguf_files, hub
+from introspect import attention, devices, fastpath, gguf_files, hub
 from introspect.gguf_files import ModelError
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -336,6 +336,7 @@ def load_model(
     bridge = TransformerBridge.boot_transformers(path, hf_model=hf, tokenizer=tok, dtype=torch_dtype)
     bridge.eval()
     attn = attention.enable(bridge, attn_implementation)  # the bridge's boot forced eager
+    fastpath.enable(bridge)  # norms and blocks skip work no hook observes (bit-identical)
     if bridge.tokenizer.pad_token_id is None:
         bridge.tokenizer.pad_token = bridge.tokenizer.eos_token
     meta = _converted_meta(path)
