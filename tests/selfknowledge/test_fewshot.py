@@ -9,8 +9,9 @@ import pytest
 
 import introspect as I
 from introspect.data import load_questions, load_xstest
+from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, get_task
-from introspect.tasks.selfknowledge import common, delegate, fewshot, seb
+from introspect.tasks.selfknowledge import common, delegate, seb
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 TINY = dict(n=2, history_len=3, n_options=4, n_tokens=(1,), list_tokens=6, predict_tokens=6,

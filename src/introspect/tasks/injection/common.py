@@ -22,7 +22,9 @@ from introspect.decode import Generation, generate
 from introspect.grading import NEXT_TURN_STOPS, yes_no_probs, yes_no_token_ids
 from introspect.inject import From, InjectionSpec, Positions
 from introspect.prompts import check_no_leak, load_sentences, load_words
+from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, Trial
+from introspect.tasks.injection import examples as _examples  # noqa: F401  (registers the few-shot kinds)
 from introspect.vectors import residuals
 
 
@@ -51,17 +53,25 @@ def grid(ctx: RunContext) -> list[tuple[int, float]]:
     return [(int(layer), float(a)) for layer in ctx.cfg.layers for a in ctx.cfg.alphas]
 
 
-def variants(ctx: RunContext, allowed: Sequence[str], default: Sequence[str]) -> list[str]:
+def variants(ctx: RunContext, allowed: Sequence[str], default: Sequence[str], *, answered: bool = True) -> list[str]:
+    """The run's variants (``--variant a,b`` or ``all``), marked ``+fewshot`` when that format
+    runs and the task reads an answer (``answered``; task D is teacher-forced)."""
     v = ctx.cfg.variant
     if v is None:
-        return list(default)
-    if v == "all":
-        return list(allowed)
-    chosen = [x.strip() for x in v.split(",")]
-    bad = [x for x in chosen if x not in allowed]
-    if bad:
-        raise ConfigError(f"unknown variant {bad[0]!r}; this task has {', '.join(allowed)} (or 'all')")
-    return chosen
+        chosen = list(default)
+    elif v == "all":
+        chosen = list(allowed)
+    else:
+        chosen = [x.strip() for x in v.split(",")]
+        bad = [x for x in chosen if x not in allowed]
+        if bad:
+            raise ConfigError(f"unknown variant {bad[0]!r}; this task has {', '.join(allowed)} (or 'all')")
+    return [fewshot.fmt_variant(ctx, x) for x in chosen] if answered else chosen
+
+
+def base_variant(t: Trial | str) -> str:
+    """A trial's (or variant's) name without its format mark: what selects the prompt."""
+    return fewshot.split_variant(t if isinstance(t, str) else t.variant)[0]
 
 
 @dataclass(frozen=True)
@@ -151,6 +161,21 @@ def render_checked(ctx: RunContext, conv: Conversation, *, no_leak: Iterable[str
         if w:
             check_no_leak(conv, w, allow_in=allow_in)
     return render(ctx.model.tokenizer, conv)
+
+
+def render_trial(ctx: RunContext, t: Trial, conv: Conversation, kind: str, *, no_leak: Iterable[str] = (),
+                 allow_in=(), avoid: Iterable[str] = ()) -> Prompt:
+    """A trial's prompt in its format: a ``+fewshot`` variant gets ``kind``'s worked examples
+    (none mentioning the trial's words, ``no_leak`` and ``avoid``) in the plain "Human: …
+    Assistant:" layout, any other the chat template; leaks refused as ``render_checked`` does."""
+    words = [w for w in (*no_leak, *avoid) if w]
+    if fewshot.split_variant(t.variant)[1]:
+        conv = fewshot.with_examples(kind, conv, avoid=words)
+        for w in no_leak:
+            if w:
+                check_no_leak(conv, w, allow_in=allow_in)
+        return render(ctx.model.tokenizer, conv, chat=False)
+    return render_checked(ctx, conv, no_leak=no_leak, allow_in=allow_in)
 
 
 def run_batch(ctx: RunContext, prompts: Sequence[Prompt], specs: Sequence[Any], *,

@@ -65,7 +65,7 @@ def plan(ctx: RunContext) -> list[Trial]:
                 for layer, alpha in cells:
                     sampled += [Trial("A", c, i, layer, alpha, word, v, other if c == "concept_random" else ())
                                 for c in ABLATIONS]
-            if v in BIAS_FRAMINGS:
+            if common.base_variant(v) in BIAS_FRAMINGS:
                 for q in range(n_bias):
                     qp = (("question", q),)
                     bias.append(Trial("A", "bias_control", 0, word=word, variant=v, params=qp))
@@ -79,18 +79,19 @@ def plan(ctx: RunContext) -> list[Trial]:
 
 
 def _conv(trial: Trial, questions: Sequence[str]):
+    v = common.base_variant(trial)
     if trial.condition in ("bias", "bias_control"):
-        return P.task_a_bias(questions[int(trial.param("question"))], trial.variant, trial.index + 1)
-    if trial.variant == "steer":
+        return P.task_a_bias(questions[int(trial.param("question"))], v, trial.index + 1)
+    if v == "steer":
         return P.steer_prompt()
-    return BUILDERS[trial.variant](trial.index + 1)
+    return BUILDERS[v](trial.index + 1)
 
 
 def _positions(t: Trial, p):
     """Where a trial's injection goes: turn 1 only for two_turn, else from the ``from`` mark
     (the blank line before "Trial N"; the steering prompt's request) through every generated
     token. Never the template's first positions (position 0's attention-sink norm)."""
-    if t.variant == "two_turn":
+    if common.base_variant(t) == "two_turn":
         return list(range(p.spans["turn1"][0], p.spans["turn1_end"][1]))
     return From(p.spans[P.FROM_MARK][0])
 
@@ -117,7 +118,8 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     yes_no = common.YesNo(ctx.model.tokenizer)
 
     def make(t: Trial):
-        p = common.render_checked(ctx, _conv(t, questions), no_leak=[t.word])
+        kind = "A-seed" if common.base_variant(t) == "seed" else "A"  # steer: never +fewshot
+        p = common.render_trial(ctx, t, _conv(t, questions), kind, no_leak=[t.word], avoid=[t.param("vector_word")])
         inj, extra = _injection(ctx, t, p, concepts)
         return [p], [inj.spec if inj else None], (inj, extra)
 

@@ -50,10 +50,12 @@ def _mc(ctx: RunContext, t: Trial) -> tuple[list[str], int]:
 
 
 def _convs(ctx: RunContext, t: Trial, sentence: str):
-    if t.variant == "mc":
+    """The trial's prompts, their few-shot kinds, and the MC answer (None for the free forms)."""
+    v = common.base_variant(t)
+    if v == "mc":
         options, answer = _mc(ctx, t)
-        return [P.task_b_mc(sentence, options)], answer
-    return [build(sentence) for build in PARTS[t.variant]], None
+        return [P.task_b_mc(sentence, options)], ["B-mc"], answer
+    return [build(sentence) for build in PARTS[v]], [f"B-{v}-thought", f"B-{v}-repeat"], None
 
 
 def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
@@ -61,9 +63,9 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
 
     def make(t: Trial):
         sentence = sentences[t.param("sentence")]
-        convs, answer = _convs(ctx, t, sentence)
-        allow = ("user",) if t.variant == "mc" else ()  # MC lists the target among its options
-        ps = [common.render_checked(ctx, c, no_leak=[t.word], allow_in=allow) for c in convs]
+        convs, kinds, answer = _convs(ctx, t, sentence)
+        allow = ("user",) if answer else ()  # MC lists the target among its options
+        ps = [common.render_trial(ctx, t, c, k, no_leak=[t.word], allow_in=allow) for c, k in zip(convs, kinds)]
         injs = [common.spec_for(ctx, t, p, p.positions(P.SENTENCE_MARK)) for p in ps] if t.condition == "injected" else []
         specs = [i.spec for i in injs] or [None] * len(ps)
         return ps, specs, (sentence, injs[0] if injs else None, answer)
@@ -71,9 +73,10 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     for r in common.execute_generation(ctx, trials, make, chunk=2):
         t, ps, texts = r.trial, r.prompts, [cut_at_next_turn(g.text) for g in r.gens]
         sentence, inj, answer = r.extra
-        if t.variant == "mc":
+        v = common.base_variant(t)
+        if v == "mc":
             grade = grade_task_B(None, None, t.word, sentence, parse_choice(texts[0]), answer, asked=())
-        elif t.variant == "seed":
+        elif v == "seed":
             grade = grade_task_B(parse_task_B(texts[0])[0], parse_task_B(texts[1])[1], t.word, sentence,
                                  asked=("thought", "repeat"))
         else:

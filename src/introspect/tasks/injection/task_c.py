@@ -51,8 +51,10 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
 
     def make(t: Trial):
         sentence = sentences[t.param("sentence")]
-        conv = P.task_c(sentence, t.word, form=t.variant)
-        p = common.render_checked(ctx, conv, no_leak=[t.word], allow_in=("assistant",))
+        form = common.base_variant(t)
+        conv = P.task_c(sentence, t.word, form=form)
+        p = common.render_trial(ctx, t, conv, f"C-{form}", no_leak=[t.word], allow_in=("assistant",),
+                                avoid=[t.param("other")])
         inj = None
         if t.condition != "control":
             inj = common.spec_for(ctx, t, p, p.positions(P.SENTENCE_MARK), word=t.param("other", t.word))

@@ -40,7 +40,7 @@ CONDITIONS = {"plain": ("think", "dont_think"), "incentive": ("rewarded", "punis
 def plan(ctx: RunContext) -> list[Trial]:
     concepts = pick_concepts(ctx)
     out: list[Trial] = []
-    for v in variants(ctx, VARIANTS, VARIANTS):
+    for v in variants(ctx, VARIANTS, VARIANTS, answered=False):  # teacher-forced: no answer format
         for word in concepts:
             for i in range(ctx.cfg.n_trials):
                 s = (sentence_param(concepts, word, i),)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from introspect.data import DataError, MCQuestion, load_questions
 from introspect.records import Record
+from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
-from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
     PREFILL,
     _opt,

@@ -21,10 +21,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from introspect.chat import Conversation, Prompt, has_chat_template, render
+from introspect.chat import Conversation, Prompt, render
 from introspect.decode import Generation, Sampling, generate
+from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext
-from introspect.tasks.selfknowledge import fewshot
 
 PREFILL = "Answer:"
 LOW_MASS = 0.5  # a decision with less probability on its allowed answers than this is flagged
@@ -35,25 +35,7 @@ def user(text: str, prefill: str | None = None) -> Conversation:
     return Conversation.of(("user", text), prefill=prefill)
 
 
-FORMATS = ("auto", "chat", "fewshot")
-
-
-def prompt_format(ctx: RunContext) -> str:
-    """``chat`` (the model's chat template) or ``fewshot`` (worked examples in the seed's
-    "Human: … Assistant:" layout): ``--option format=...``; ``auto`` (default) picks
-    ``fewshot`` exactly when the tokenizer has no chat template."""
-    f = str(_opt(ctx, "format", "auto"))
-    if f not in FORMATS:
-        raise ConfigError(f"option format must be one of {', '.join(FORMATS)}, got {f!r}")
-    if f == "auto":
-        return "chat" if has_chat_template(ctx.model.tokenizer) else "fewshot"
-    return f
-
-
-def fmt_variant(ctx: RunContext, variant: str) -> str:
-    """The variant, marked ``+fewshot`` when that format runs (trial ids and summaries never mix
-    the two formats)."""
-    return variant + "+fewshot" if prompt_format(ctx) == "fewshot" else variant
+FORMATS, prompt_format, fmt_variant = fewshot.FORMATS, fewshot.prompt_format, fewshot.fmt_variant
 
 
 def rendered(ctx: RunContext, convs: Sequence[Conversation], kind: str | None = None) -> list[Prompt]:

@@ -37,8 +37,8 @@ from typing import Any
 from introspect.chat import Conversation
 from introspect.data import DataError, MCQuestion, ShortQuestion, arithmetic_mc, load_questions
 from introspect.records import Record
+from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
-from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
     N_CALIBRATION,
     PREFILL,

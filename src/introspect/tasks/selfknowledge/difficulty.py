@@ -25,8 +25,8 @@ from typing import Any
 
 from introspect.data import DataError, MCQuestion, arithmetic_questions, load_questions
 from introspect.records import Record
+from introspect.tasks import fewshot
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
-from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
     N_CALIBRATION,
     PREFILL,

@@ -34,8 +34,8 @@ from introspect.chat import Prompt
 from introspect.data import ArithmeticQuestion, arithmetic_questions
 from introspect.decode import Generation, next_token_logprobs
 from introspect.records import Record
+from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
-from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
     N_CALIBRATION,
     _knob,

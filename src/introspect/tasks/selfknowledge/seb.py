@@ -33,8 +33,8 @@ from introspect.data import (
 )
 from introspect.grading import forms_pattern
 from introspect.records import Record
+from introspect.tasks import fewshot
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
-from introspect.tasks.selfknowledge import fewshot
 from introspect.tasks.selfknowledge.common import (
     N_CALIBRATION,
     PREFILL,
