@@ -88,6 +88,26 @@ def test_activation_reads_halve_on_out_of_memory(tiny_model, monkeypatch):
         V.residuals(m, ps, [1], batch_size=4)
 
 
+def test_next_token_logprobs_halve_on_out_of_memory(tiny_model, monkeypatch):
+    """The single-forward log-prob pass (recovery's clean/perturbed readings) halves too."""
+    m = tiny_model("llama")
+    ps = _prompts(m.tokenizer, 10)
+    ref = D.next_token_logprobs(m, ps, batch_size=4)
+    real, sizes = D._forward, []
+
+    def flaky(model, ids, mask, cache):
+        sizes.append(ids.shape[0])
+        if ids.shape[0] > 4:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(model, ids, mask, cache)
+
+    monkeypatch.setattr(D, "_forward", flaky)
+    monkeypatch.setattr(m, "introspect_batch_cap", 8, raising=False)  # undone after the test
+    got = D.next_token_logprobs(m, ps, batch_size=8)
+    assert sizes == [8, 4, 4, 2] and m.introspect_batch_cap == 4 and got.shape == ref.shape
+    assert torch.allclose(got, ref, atol=1e-5)
+
+
 def test_other_errors_are_not_taken_for_out_of_memory(tiny_model, monkeypatch):
     m = tiny_model("llama")
 

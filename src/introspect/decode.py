@@ -403,15 +403,22 @@ def next_token_logprobs(
     model: Any, prompts: Sequence[Prompt], injections: Sequence[RowSpecs] | None = None, *, batch_size: int = 16,
 ) -> Float[Tensor, "n vocab"]:
     """Log-probabilities of the next token after each prompt (one forward pass per batch; only
-    the last position is unembedded, positions follow the padding mask)."""
+    the last position is unembedded, positions follow the padding mask). A batch that runs out
+    of memory is redone at half the size, as in ``generate``; finished batches are kept."""
     injections = injections or [None] * len(prompts)
     rows = []
-    for lo in range(0, len(prompts), batch_size):
-        chunk, specs = prompts[lo:lo + batch_size], injections[lo:lo + batch_size]
+    size, lo = max(1, min(batch_size, getattr(model, "introspect_batch_cap", batch_size))), 0
+    while lo < len(prompts):
+        chunk, specs = prompts[lo:lo + size], injections[lo:lo + size]
         toks, mask, offsets = pad_left(chunk, model.tokenizer.pad_token_id)
-        with injecting(model, specs, chunk, offsets), torch.no_grad():
-            logits, _ = _forward(model, toks, mask, None)
+        try:
+            with injecting(model, specs, chunk, offsets), torch.no_grad():
+                logits, _ = _forward(model, toks, mask, None)
+        except Exception as e:  # out of memory: halve and redo this batch
+            size = devices.halve_after_oom(model, e, size)
+            continue
         rows.append(torch.log_softmax(logits, dim=-1).cpu())
+        lo += len(chunk)
     return torch.cat(rows)
 
 
