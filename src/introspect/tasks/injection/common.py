@@ -155,12 +155,14 @@ def word_logprob(tokenizer: Any, g: Generation, word: str) -> float:
     return float(torch.logsumexp(g.first_logprobs[ids], dim=0))
 
 
-def render_checked(ctx: RunContext, conv: Conversation, *, no_leak: Iterable[str] = (), allow_in=()) -> Prompt:
-    """Render a conversation after refusing any that leaks a word it must not contain."""
+def render_checked(ctx: RunContext, conv: Conversation, *, no_leak: Iterable[str] = (), allow_in=(),
+                   chat: bool | None = None) -> Prompt:
+    """Render a conversation (``chat`` as in ``chat.render``) after refusing any that leaks a
+    word it must not contain."""
     for w in no_leak:
         if w:
             check_no_leak(conv, w, allow_in=allow_in)
-    return render(ctx.model.tokenizer, conv)
+    return render(ctx.model.tokenizer, conv, chat=chat)
 
 
 def render_trial(ctx: RunContext, t: Trial, conv: Conversation, kind: str, *, no_leak: Iterable[str] = (),
@@ -168,14 +170,11 @@ def render_trial(ctx: RunContext, t: Trial, conv: Conversation, kind: str, *, no
     """A trial's prompt in its format: a ``+fewshot`` variant gets ``kind``'s worked examples
     (none mentioning the trial's words, ``no_leak`` and ``avoid``) in the plain "Human: …
     Assistant:" layout, any other the chat template; leaks refused as ``render_checked`` does."""
-    words = [w for w in (*no_leak, *avoid) if w]
-    if fewshot.split_variant(t.variant)[1]:
-        conv = fewshot.with_examples(kind, conv, avoid=words)
-        for w in no_leak:
-            if w:
-                check_no_leak(conv, w, allow_in=allow_in)
-        return render(ctx.model.tokenizer, conv, chat=False)
-    return render_checked(ctx, conv, no_leak=no_leak, allow_in=allow_in)
+    no_leak = [w for w in no_leak if w]
+    few = fewshot.split_variant(t.variant)[1]
+    if few:
+        conv = fewshot.with_examples(kind, conv, avoid=[*no_leak, *(w for w in avoid if w)])
+    return render_checked(ctx, conv, no_leak=no_leak, allow_in=allow_in, chat=False if few else None)
 
 
 def run_batch(ctx: RunContext, prompts: Sequence[Prompt], specs: Sequence[Any], *,

@@ -56,7 +56,7 @@ _A_SEED = [
 
 def _b(instruction: str, reply: str) -> list[Example]:
     return [Example("answer", f"{instruction}\n\n{line}", reply.format(word=word, line=line), keys)
-            for i, (line, word, keys) in enumerate(_LINES)]
+            for line, word, keys in _LINES]
 
 
 _MC_OPTIONS = (("helmet", "pencil", "boat", "glove"), ("warmth", "engine", "carpet", "pencil"),
