@@ -243,7 +243,7 @@ def test_delegate_lr_and_delta_bic_by_hand():
     assert _get(s, "delta_bic[correct-entropy]").value == pytest.approx(want, abs=1e-4)
     # game-phase entropy analysed beside baseline entropy, and the two agree
     assert _get(s, "spearman[entropy,game_entropy]").value > 0.8
-    from introspect.tasks.selfknowledge.skstats import auroc_point
+    from introspect.auroc import auroc_point
     gent = np.array([x["game_entropy"] for x in grades])
     assert _get(s, "game_entropy_auroc[error]").value == pytest.approx(auroc_point(gent, err))
 

@@ -9,12 +9,13 @@ import pandas as pd
 import pytest
 from scipy.stats import chi2
 
+from introspect.auroc import auroc_point
 from introspect.tasks.selfknowledge import skstats as S
 
 
 def test_auroc_ece_and_score_block_by_hand():
-    assert S.auroc_point(np.array([0.9, 0.4, 0.4, 0.1]), np.array([1, 1, 0, 0], bool)) == 0.875
-    assert math.isnan(S.auroc_point(np.array([0.1, 0.2]), np.array([1, 1], bool)))
+    assert auroc_point(np.array([0.9, 0.4, 0.4, 0.1]), np.array([1, 1, 0, 0], bool)) == 0.875
+    assert math.isnan(auroc_point(np.array([0.1, 0.2]), np.array([1, 1], bool)))
     # bins 0.1: mean p .1 vs mean y .5 (2 rows); 0.9: .9 vs 1 (2 rows) -> (2*.4 + 2*.1) / 4
     assert S.ece(np.array([0.1, 0.1, 0.9, 0.9]), np.array([0, 1, 1, 1])) == pytest.approx(0.25)
     p, y = np.array([0.8, 0.8, 0.2, 0.2]), np.array([1.0, 0, 0, 0])
@@ -82,7 +83,7 @@ def test_held_out_surface_baseline_never_sees_its_fold():
         assert not set(groups[f]) & set(groups[np.setdiff1d(np.arange(n), f)])
     X = pd.DataFrame({"x": x})
     p, fold = S.cross_validated_p(y, X, groups, return_folds=True)
-    assert S.auroc_point(p, y > 0.5) > 0.95
+    assert auroc_point(p, y > 0.5) > 0.95
     xs = (x - x.mean()) / x.std(ddof=1)
     for f in np.unique(fold):  # each fold predicted by a fit on the other folds only
         test, train = fold == f, fold != f
@@ -116,14 +117,14 @@ def test_held_out_auroc_counts_pairs_within_folds_and_is_unbiased_without_signal
     y = np.array([1, 0, 1, 0], bool)
     fold = np.array([0, 0, 1, 1])
     assert S.fold_auroc(p, y, fold) == 0.5  # fold 0 right (1/1), fold 1 wrong (0/1); no cross pairs
-    assert S.auroc_point(p, y) == 0.75  # pooling would count cross-fold pairs too
+    assert auroc_point(p, y) == 0.75  # pooling would count cross-fold pairs too
     pooled, within = [], []
     for seed in range(150):  # 30 rows, 70% positive, features unrelated to the label
         rng = np.random.default_rng(seed)
         yy = (rng.random(30) < 0.7).astype(float)
         X = pd.DataFrame({"a": rng.normal(size=30), "b": (rng.random(30) < 0.3).astype(float)})
         q, f = S.cross_validated_p(yy, X, np.arange(30), return_folds=True)
-        pooled.append(S.auroc_point(q, yy > 0.5))
+        pooled.append(auroc_point(q, yy > 0.5))
         within.append(S.fold_auroc(q, yy > 0.5, f))
     assert abs(np.nanmean(within) - 0.5) < 0.04
     assert np.nanmean(within) > np.nanmean(pooled)  # pooled held-out AUROC runs low by itself

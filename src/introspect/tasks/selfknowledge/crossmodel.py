@@ -17,7 +17,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from introspect.tasks.selfknowledge.rows import g, isnum, lists, num, with_source
-from introspect.tasks.selfknowledge.skstats import boot_auroc, expand_draws
+from introspect.tasks.selfknowledge.skstats import auroc_ci, expand_draws
 
 ITEM_COLUMNS = ["model_id", "item", "task", "y", "weight"]
 SVO_COLUMNS = ["task", "predictor", "behaviour", "self", "metric", "value", "lo", "hi", "n", "p"]
@@ -128,7 +128,7 @@ def self_vs_other(df: pd.DataFrame) -> pd.DataFrame:
                 keys = [k for k in own["key"] if (mb, k) in beh]
                 sub = own.set_index("key").loc[keys] if keys else own.iloc[:0].set_index("key")
                 p, y, c = expand_draws(list(sub["p"]), [beh[(mb, k)] for k in keys], keys)
-                est = boot_auroc(p, y >= 0.5, c) if p.size else (np.nan, np.nan, np.nan)
+                est = auroc_ci(p, y >= 0.5, c) if p.size else (np.nan, np.nan, np.nan)
                 aucs[mb] = est[0]
                 rows.append({"task": task, "predictor": mp, "behaviour": mb, "self": mp == mb,
                              "metric": "auroc", "value": est[0], "lo": est[1], "hi": est[2],

@@ -45,8 +45,7 @@ from introspect.tasks.selfknowledge.rows import (
 )
 from introspect.tasks.selfknowledge.skstats import (
     _logit,
-    auroc_point,
-    boot_auroc,
+    auroc_ci,
     cluster_boot,
     fisher,
     logit_fit,
@@ -136,11 +135,11 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
     if ok.any():
         rows.append(row(keys, "mean_p_delegate", bootstrap_mean(pt[ok]), int(ok.sum())))
         e, q = err[ok], pt[ok]
-        rows.append(row(keys, "p_delegate_auroc", cluster_boot(lambda i: auroc_point(q[i], e[i]), q.size), q.size))
+        rows.append(row(keys, "p_delegate_auroc", auroc_ci(q, e), q.size))
     if np.isfinite(pc).any():  # the model's own answer confidence: what an ideal introspector could use
         ok2 = np.isfinite(pc)
         c, e2 = 1 - pc[ok2], err[ok2]
-        rows.append(row(keys, "confidence_auroc", cluster_boot(lambda i: auroc_point(c[i], e2[i]), c.size), c.size))
+        rows.append(row(keys, "confidence_auroc", auroc_ci(c, e2), c.size))
     rows += _entropy_rows(keys, s, err, deleg)
     X = surface_frame(s)
     if n >= 10 and len(X.columns):
@@ -164,9 +163,9 @@ def _entropy_rows(keys: dict, s: pd.DataFrame, err: np.ndarray, deleg: np.ndarra
         ok = np.isfinite(x)
         if ok.sum() >= 2:
             xe, dd = x[ok], deleg[ok]
-            rows.append(row(keys, f"{name}_auroc[error]", boot_auroc(xe, err[ok]), xe.size))
+            rows.append(row(keys, f"{name}_auroc[error]", auroc_ci(xe, err[ok]), xe.size))
             if dd.any() and not dd.all():
-                rows.append(row(keys, f"{name}_auroc[delegated]", boot_auroc(xe, dd), xe.size))
+                rows.append(row(keys, f"{name}_auroc[delegated]", auroc_ci(xe, dd), xe.size))
     ok = np.isfinite(ent) & np.isfinite(gent)
     if ok.sum() > 2 and np.ptp(ent[ok]) > 0 and np.ptp(gent[ok]) > 0:
         rho, p = spearmanr(ent[ok], gent[ok])

@@ -39,7 +39,7 @@ from introspect.tasks.selfknowledge.rows import (
     with_source,
 )
 from introspect.tasks.selfknowledge.skstats import (
-    boot_auroc,
+    auroc_ci,
     boot_mean,
     cross_validated_p,
     expand_draws,
@@ -193,7 +193,7 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
             firstA += [x for pr in pab for x in pr if isnum(x)]
         if P:
             p, y, c = np.array(P), np.array(T), np.array(C)
-            rows.append(row(keys, "logit_pair_auroc", boot_auroc(p, y > 0.5, c), p.size, n_items=n_unique(c)))
+            rows.append(row(keys, "logit_pair_auroc", auroc_ci(p, y > 0.5, c), p.size, n_items=n_unique(c)))
             rows.append(row(keys, "logit_pair_brier", boot_mean((p - y) ** 2, c), p.size, n_items=n_unique(c)))
         if surf:
             rows.append(row(keys, "surface_length_pair_accuracy", bootstrap_mean(surf), len(surf)))

@@ -26,6 +26,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from introspect.auroc import auroc_point
 from introspect.chat import Conversation
 from introspect.data import MCQuestion
 from introspect.decode import generate
@@ -43,7 +44,7 @@ from introspect.tasks.selfknowledge.common import (
     rendered,
     user,
 )
-from introspect.tasks.selfknowledge.skstats import auroc_point, grouped_folds
+from introspect.tasks.selfknowledge.skstats import grouped_folds
 from introspect.vectors import residuals
 
 
@@ -199,7 +200,7 @@ def summarize_probe(df: Any) -> Any:
     import pandas as pd
 
     from introspect.tasks.selfknowledge.rows import b, frame, g, groups, num, row, value
-    from introspect.tasks.selfknowledge.skstats import boot_auroc, boot_mean
+    from introspect.tasks.selfknowledge.skstats import auroc_ci, boot_mean
 
     rows: list[dict] = []
     for keys, s in groups(df, ("model_id", "task")):
@@ -209,7 +210,7 @@ def summarize_probe(df: Any) -> Any:
         pj, err, pt = num(c, "game_projection"), ~b(c, "baseline_correct"), num(c, "p_delegate")
         ok = np.isfinite(pj)
         if ok.any():
-            rows.append(row(keys, "game_projection_auroc[error]", boot_auroc(pj[ok], err[ok]), int(ok.sum())))
+            rows.append(row(keys, "game_projection_auroc[error]", auroc_ci(pj[ok], err[ok]), int(ok.sum())))
             from scipy.stats import spearmanr
 
             rho = spearmanr(pj[ok], pt[ok]) if ok.sum() > 2 else (math.nan, math.nan)

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from introspect.auroc import auroc_ci
+
 NAN = math.nan
 Interval = tuple[float, float, float]
 N_BOOT = 1000
@@ -65,27 +67,7 @@ def boot_mean(v: Any, clusters: Sequence[Any] | None = None) -> Interval:
     return cluster_boot(lambda i: float(v[i].mean()), v.size, cl)
 
 
-def boot_auroc(score: Any, label: Any, clusters: Sequence[Any] | None = None) -> Interval:
-    """AUROC of ``score`` for the 0/1 ``label`` with a cluster-bootstrap interval."""
-    s, y = np.asarray(score, float), np.asarray(label, bool)
-    return cluster_boot(lambda i: auroc_point(s[i], y[i]), s.size, clusters)
-
-
 # ---------------------------------------------------------------- scores of a probability
-def auroc_point(score: np.ndarray, label: np.ndarray) -> float:
-    """P(score of a positive > score of a negative), ties 1/2: the Mann–Whitney U statistic
-    over n1 n0, from midranks (``scipy.stats.rankdata``)."""
-    from scipy.stats import rankdata
-
-    y = np.asarray(label, bool)
-    n1 = int(y.sum())
-    n0 = y.size - n1
-    if not n1 or not n0:
-        return NAN
-    r = rankdata(np.asarray(score, float))
-    return float((r[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
-
-
 def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
     """Expected calibration error: |mean p - mean y| per equal-width bin, weighted by size."""
     p, y = np.asarray(p, float), np.asarray(y, float)
@@ -134,7 +116,9 @@ def score_block(p: np.ndarray, y: np.ndarray, clusters: np.ndarray, choice: np.n
     """Every score of probability ``p`` of the positive answer against 0/1 outcomes ``y``:
     accuracy of the decision (``choice``, default p >= 1/2), the majority-class baseline, AUROC,
     Brier and its base-rate baseline, ECE, calibration intercept/slope, mean prediction and base rate;
-    intervals from a cluster bootstrap (regression intervals for the calibration fit)."""
+    intervals from a cluster bootstrap (AUROC: Newcombe's score interval at the clustered effective
+    size, ``introspect.auroc``, which keeps its width at 0 and 1; regression intervals for the
+    calibration fit)."""
     n = int(p.size)
     if n == 0:
         return {}
@@ -144,7 +128,7 @@ def score_block(p: np.ndarray, y: np.ndarray, clusters: np.ndarray, choice: np.n
         "accuracy": (cluster_boot(lambda i: float((ch[i] == yb[i]).mean()), n, clusters), n),
         "majority_baseline": (cluster_boot(lambda i: float(max(y[i].mean(), 1 - y[i].mean())), n,
                                            clusters), n),
-        "auroc": (cluster_boot(lambda i: auroc_point(p[i], yb[i]), n, clusters), n),
+        "auroc": (auroc_ci(p, yb, clusters), n),
         "brier": (cluster_boot(lambda i: float(((p[i] - y[i]) ** 2).mean()), n, clusters), n),
         "brier_baseline": (cluster_boot(lambda i: float(((y[i].mean() - y[i]) ** 2).mean()), n,
                                         clusters), n),
