@@ -80,14 +80,15 @@ def test_a_separated_clustered_sample_counts_clusters():
 # Coverage: 400 samples per setting (Monte-Carlo error ±1.1 points). Settings span small and
 # unbalanced samples, true AUROC up to 0.99 (where samples often separate perfectly), ties (a
 # score that is a share of 8 draws), clusters of one class, and the self-knowledge layout (one
-# prediction per item, 5–8 sampled draws as labels). Each setting ≥ 0.90; the mean ≥ 0.94.
+# prediction per item, 5–8 sampled draws as labels; association's 6 options per target, with
+# item effects on both the score and the outcome). Each setting ≥ 0.90; the mean ≥ 0.94.
 SETTINGS = [
     dict(auc=0.5, m=10, n=10), dict(auc=0.9, m=10, n=10), dict(auc=0.97, m=10, n=20),
     dict(auc=0.99, m=5, n=25), dict(auc=0.9, m=3, n=27), dict(auc=0.75, m=30, n=60),
     dict(auc=0.9, m=10, n=20, levels=9),
     dict(auc=0.75, m=40, n=40, cluster_size=8, icc=0.5), dict(auc=0.95, m=40, n=40, cluster_size=8, icc=0.5),
     dict(items=(30, 8, 1.5, 1.0)), dict(items=(10, 5, 1.5, 1.0)), dict(items=(30, 8, 0.5, 0.0)),
-    dict(items=(30, 8, 3.0, 5.0)),
+    dict(items=(30, 8, 3.0, 5.0)), dict(items=(30, 8, 1.0, 1.0, 6, 1.0)),
 ]
 
 

@@ -122,23 +122,27 @@ def _binormal(rng: np.random.Generator, d: float, m: int, n: int, cluster_size: 
     return x, np.concatenate([cp, cn]), np.r_[np.ones(m, bool), np.zeros(n, bool)]
 
 
-def _items(rng: np.random.Generator, g: int, k: int, spread: float, skill: float,
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """g items, k sampled draws each (the self-knowledge layout): an item's outcome rate is
-    expit(u), u ~ N(0, spread²); its one prediction is expit(skill·u + N(0, 1)), repeated on
-    every draw; labels are the draws."""
-    u = rng.normal(size=g) * spread
-    pred = 1 / (1 + np.exp(-(skill * u + rng.normal(size=g))))
-    y = rng.random((g, k)) < 1 / (1 + np.exp(-u))[:, None]
-    return np.repeat(pred, k), np.repeat(np.arange(g), k), y.ravel()
+def _items(rng: np.random.Generator, g: int, k: int, spread: float, skill: float, options: int = 1,
+           item_sd: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """g items of ``options`` options (association: a target's candidate words), k sampled
+    draws each (the self-knowledge layout): an option's outcome rate is expit(a + u), with an
+    item effect a ~ N(0, item_sd²) shared by its options and u ~ N(0, spread²); its one
+    prediction is expit(skill·u + b + N(0, 1)), b ~ N(0, item_sd²) per item, repeated on every
+    draw; labels are the draws, clustered by item."""
+    a = np.repeat(rng.normal(size=g) * item_sd, options)
+    b = np.repeat(rng.normal(size=g) * item_sd, options)
+    u = rng.normal(size=g * options) * spread
+    pred = 1 / (1 + np.exp(-(skill * u + b + rng.normal(size=g * options))))
+    y = rng.random((g * options, k)) < 1 / (1 + np.exp(-(a + u)))[:, None]
+    return np.repeat(pred, k), np.repeat(np.arange(g), options * k), y.ravel()
 
 
 def coverage(auc: float = 0.75, m: int = 10, n: int = 10, *, cluster_size: int = 1, icc: float = 0.0,
-             levels: int = 0, items: tuple[int, int, float, float] | None = None, runs: int = 2000,
+             levels: int = 0, items: tuple | None = None, runs: int = 2000,
              seed: int = 0) -> dict[str, float]:
     """Share of ``runs`` simulated samples whose ``auroc_ci`` covers the true AUROC, and the mean
     width. Binormal rows (separation √2·Φ⁻¹(auc)) of m positives and n negatives, optionally
-    clustered and tied (``_binormal``), or, with ``items=(g, k, spread, skill)``, the item-draw
+    clustered and tied (``_binormal``), or, with ``items=(g, k, spread, skill[, options, item_sd])``, the item-draw
     layout (``_items``). The truth is the AUROC of one very large sample of the same design."""
     rng = np.random.default_rng(seed)
     d = math.sqrt(2) * float(norm.ppf(auc))
@@ -147,8 +151,8 @@ def coverage(auc: float = 0.75, m: int = 10, n: int = 10, *, cluster_size: int =
             return _binormal(rng, d, m * scale, n * scale, cluster_size, icc, levels)
     else:
         def sample(scale: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            return _items(rng, items[0] * scale, items[1], items[2], items[3])
-    x, _, y = sample(max(1, 400_000 // (m + n if items is None else items[0] * items[1])))
+            return _items(rng, items[0] * scale, *items[1:])
+    x, _, y = sample(max(1, 400_000 // (m + n if items is None else items[0] * items[1] * (items[4] if len(items) > 4 else 1))))
     truth = auroc_point(x, y)
     hit = width = done = 0
     for _ in range(runs):
