@@ -44,6 +44,7 @@ from introspect.tasks.selfknowledge.skstats import (
     cross_validated_p,
     expand_draws,
     paired_binary,
+    rate_ci,
     surface_auroc,
 )
 
@@ -68,7 +69,7 @@ def _surface(keys: dict, prefix: str, X: pd.DataFrame, draws: Sequence[Sequence[
     Xd = X.iloc[Xr].reset_index(drop=True)
     p = cross_validated_p(y, Xd, c)
     k = n_unique(c)
-    return [row(keys, prefix + "surface_accuracy", boot_mean((p >= 0.5) == (y >= 0.5), c), y.size, n_items=k),
+    return [row(keys, prefix + "surface_accuracy", rate_ci((p >= 0.5) == (y >= 0.5), c), y.size, n_items=k),
             row(keys, prefix + "surface_auroc", surface_auroc(y, Xd, c), y.size, n_items=k)]
 
 
@@ -100,9 +101,9 @@ def summarize_seb_association(df: pd.DataFrame) -> pd.DataFrame:
         parsed = ts != 0.5
         if ty.size:
             hit = ((ts == ty) & parsed).astype(float)
-            rows.append(row(keys, "text_accuracy", boot_mean(hit, tc), ty.size, n_items=n_unique(tc)))
+            rows.append(row(keys, "text_accuracy", rate_ci(hit, tc), ty.size, n_items=n_unique(tc)))
             if parsed.any():
-                rows.append(row(keys, "text_adjusted_accuracy", boot_mean(hit[parsed], tc[parsed]),
+                rows.append(row(keys, "text_adjusted_accuracy", rate_ci(hit[parsed], tc[parsed]),
                                 int(parsed.sum()), n_items=n_unique(tc[parsed])))
             tp, fp = float(((ts == 1) & (ty == 1)).sum()), float(((ts == 1) & (ty == 0)).sum())
             fn, tn = float(((ts == 0) & (ty == 1)).sum()), float(((ts == 0) & (ty == 0)).sum())

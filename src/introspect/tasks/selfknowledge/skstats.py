@@ -67,6 +67,32 @@ def boot_mean(v: Any, clusters: Sequence[Any] | None = None) -> Interval:
     return cluster_boot(lambda i: float(v[i].mean()), v.size, cl)
 
 
+def rate_ci(v: Any, clusters: Sequence[Any] | None = None) -> Interval:
+    """Share of 1s among 0/1 values (pooled over draws) with an interval that keeps its width at
+    0 and 1 (a percentile bootstrap of 80 hits in 80 draws is [1, 1]): Wilson; over clusters
+    (items), Wilson at the design-effect size, from the ratio estimator's cluster-robust variance,
+    with t on items − 1, as the injection tasks' rates (``introspect.clustered``); no interval
+    below 5 items. NaN rows left out."""
+    from introspect.clustered import MIN_CLUSTERS, _tq, _wilson
+    from introspect.stats import wilson
+
+    v = np.asarray(v, float)
+    ok = np.isfinite(v)
+    if not ok.any():
+        return NAN, NAN, NAN
+    if clusters is None:
+        return wilson(float(v[ok].sum()), int(ok.sum()))
+    codes = pd.factorize(np.asarray(clusters, dtype=object)[ok])[0]
+    hits, sizes = np.bincount(codes, weights=v[ok]), np.bincount(codes).astype(float)
+    g, n = sizes.size, float(sizes.sum())
+    p = float(hits.sum() / n)
+    if g < MIN_CLUSTERS:
+        return p, NAN, NAN
+    var = g / (g - 1) * float(((hits - p * sizes) ** 2).sum()) / n ** 2
+    n_eff = n if (var <= 0 or p <= 0 or p >= 1) else p * (1 - p) / var
+    return (p, *_wilson(p, max(n_eff, 1e-9), _tq(g, 0.95)))
+
+
 # ---------------------------------------------------------------- scores of a probability
 def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
     """Expected calibration error: |mean p - mean y| per equal-width bin, weighted by size."""
@@ -116,16 +142,16 @@ def score_block(p: np.ndarray, y: np.ndarray, clusters: np.ndarray, choice: np.n
     """Every score of probability ``p`` of the positive answer against 0/1 outcomes ``y``:
     accuracy of the decision (``choice``, default p >= 1/2), the majority-class baseline, AUROC,
     Brier and its base-rate baseline, ECE, calibration intercept/slope, mean prediction and base rate;
-    intervals from a cluster bootstrap (AUROC: Newcombe's score interval at the clustered effective
-    size, ``introspect.auroc``, which keeps its width at 0 and 1; regression intervals for the
-    calibration fit)."""
+    intervals from a cluster bootstrap, except where a bootstrap collapses at 0 or 1: AUROC
+    (Newcombe's score interval at the clustered effective size, ``introspect.auroc``), accuracy
+    and a 0/1 base rate (``rate_ci``); regression intervals for the calibration fit."""
     n = int(p.size)
     if n == 0:
         return {}
     ch = (p >= 0.5) if choice is None else np.asarray(choice, bool)
     yb = y >= 0.5
     out: dict[str, tuple[Interval, int]] = {
-        "accuracy": (cluster_boot(lambda i: float((ch[i] == yb[i]).mean()), n, clusters), n),
+        "accuracy": (rate_ci(ch == yb, clusters), n),
         "majority_baseline": (cluster_boot(lambda i: float(max(y[i].mean(), 1 - y[i].mean())), n,
                                            clusters), n),
         "auroc": (auroc_ci(p, yb, clusters), n),
@@ -134,7 +160,8 @@ def score_block(p: np.ndarray, y: np.ndarray, clusters: np.ndarray, choice: np.n
                                         clusters), n),
         "ece": (cluster_boot(lambda i: ece(p[i], y[i]), n, clusters), n),
         "mean_prediction": (cluster_boot(lambda i: float(p[i].mean()), n, clusters), n),
-        "base_rate": (cluster_boot(lambda i: float(y[i].mean()), n, clusters), n),
+        "base_rate": (rate_ci(y, clusters) if np.isin(y, (0.0, 1.0)).all()
+                      else cluster_boot(lambda i: float(y[i].mean()), n, clusters), n),
         "positives": ((float(yb.sum()), NAN, NAN), n),  # an AUROC over a handful of positives says little
     }
     icpt, slope = calibration_slope(p, y, clusters)
