@@ -108,12 +108,17 @@ def _wilson(p: float, n: float, z: float) -> tuple[float, float]:
     return max(0.0, c - h), min(1.0, c + h)
 
 
-def _rate_bounds(r: np.ndarray, n: float, level: float) -> tuple[float, float]:
-    """Wilson at the design-effect n_eff with t(G−1) for concept rates ``r`` over ``n`` answers."""
-    g, p = r.size, float(r.mean())
-    v = float(r.var(ddof=1)) / g
-    n_eff = n if (v <= 0 or p <= 0 or p >= 1) else p * (1 - p) / v
+def deff_wilson(p: float, n: float, var: float, g: int, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson bounds for a rate ``p`` over ``n`` answers in ``g`` clusters whose estimate has
+    variance ``var``: at the design-effect size n_eff = p(1−p)/var (``n`` at 0, 1 or no
+    variance), with t on g − 1 degrees of freedom."""
+    n_eff = n if (var <= 0 or p <= 0 or p >= 1) else p * (1 - p) / var
     return _wilson(p, max(n_eff, 1e-9), _tq(g, level))
+
+
+def _rate_bounds(r: np.ndarray, n: float, level: float) -> tuple[float, float]:
+    """``deff_wilson`` for concept rates ``r`` over ``n`` answers (mean of the concepts' rates)."""
+    return deff_wilson(float(r.mean()), n, float(r.var(ddof=1)) / r.size, r.size, level)
 
 
 def rate(x: Any, clusters: Any, level: float = LEVEL) -> Est:

@@ -29,6 +29,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
+from introspect.auroc import auroc_ci
 from introspect.stats import bootstrap_mean, mcc_ci
 from introspect.tasks.selfknowledge.rows import (
     b,
@@ -45,7 +46,6 @@ from introspect.tasks.selfknowledge.rows import (
 )
 from introspect.tasks.selfknowledge.skstats import (
     _logit,
-    auroc_ci,
     cluster_boot,
     fisher,
     logit_fit,

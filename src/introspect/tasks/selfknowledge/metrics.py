@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from introspect.auroc import auroc_ci
 from introspect.stats import bootstrap_mean
 from introspect.tasks.selfknowledge.ability import summarize_ability
 from introspect.tasks.selfknowledge.game_metrics import summarize_delegate
@@ -39,7 +40,6 @@ from introspect.tasks.selfknowledge.rows import (
     with_source,
 )
 from introspect.tasks.selfknowledge.skstats import (
-    auroc_ci,
     boot_mean,
     cross_validated_p,
     expand_draws,

@@ -26,7 +26,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from introspect.auroc import auroc_point
+from introspect.auroc import auroc_ci, auroc_point
 from introspect.chat import Conversation
 from introspect.data import MCQuestion
 from introspect.decode import generate
@@ -200,7 +200,7 @@ def summarize_probe(df: Any) -> Any:
     import pandas as pd
 
     from introspect.tasks.selfknowledge.rows import b, frame, g, groups, num, row, value
-    from introspect.tasks.selfknowledge.skstats import auroc_ci, boot_mean
+    from introspect.tasks.selfknowledge.skstats import boot_mean
 
     rows: list[dict] = []
     for keys, s in groups(df, ("model_id", "task")):

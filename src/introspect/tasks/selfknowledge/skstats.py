@@ -73,7 +73,7 @@ def rate_ci(v: Any, clusters: Sequence[Any] | None = None) -> Interval:
     (items), Wilson at the design-effect size, from the ratio estimator's cluster-robust variance,
     with t on items − 1, as the injection tasks' rates (``introspect.clustered``); no interval
     below 5 items. NaN rows left out."""
-    from introspect.clustered import MIN_CLUSTERS, _tq, _wilson
+    from introspect.clustered import MIN_CLUSTERS, deff_wilson
     from introspect.stats import wilson
 
     v = np.asarray(v, float)
@@ -88,9 +88,8 @@ def rate_ci(v: Any, clusters: Sequence[Any] | None = None) -> Interval:
     p = float(hits.sum() / n)
     if g < MIN_CLUSTERS:
         return p, NAN, NAN
-    var = g / (g - 1) * float(((hits - p * sizes) ** 2).sum()) / n ** 2
-    n_eff = n if (var <= 0 or p <= 0 or p >= 1) else p * (1 - p) / var
-    return (p, *_wilson(p, max(n_eff, 1e-9), _tq(g, 0.95)))
+    var = g / (g - 1) * float(((hits - p * sizes) ** 2).sum()) / n ** 2  # ratio estimator, cluster-robust
+    return (p, *deff_wilson(p, n, var, g))
 
 
 # ---------------------------------------------------------------- scores of a probability
