@@ -340,7 +340,8 @@ def main(argv: list[str] | None = None) -> None:
     c = bench_controls(model)
     rows.append(("task A: a control per concept / one shared control", c["all_s"] / c["shared_s"],
                  f"{c['all_s']:.1f} s vs {c['shared_s']:.1f} s for {c['trials_all']:.0f} vs "
-                 f"{c['trials_shared']:.0f} trials ({c['trials_all'] / c['trials_shared']:.2f}× the trials; "
+                 f"{c['trials_shared']:.0f} trials ({c['trials_all'] / c['trials_shared']:.2f}× the trials, "
+                 f"{c['tokens_all'] / max(1, c['tokens_shared']):.2f}× the generated tokens; "
                  "paper framing, 8 concepts, 2 α, K = 2, best of 2)"))
     if not args.skip_sweep:
         s = bench_sweep(args.model)

@@ -154,11 +154,18 @@ def test_batches_end_where_a_group_ends():
     order = list(range(len(group)))
     cuts, lo = [], 0
     while lo < len(order):
-        c = _chunk(order, group, lo, 8)
+        c = _chunk(order, group, lo, 8, stretch=10)
         cuts.append(len(c))
         lo += len(c)
-    assert cuts == [5, 5, 5, 8, 4]  # a group larger than half a batch is split where it must be
+    # b is taken whole (2 rows over a batch of 8, within a quarter), c waits for the next batch,
+    # d (larger than any batch) is split where it must be
+    assert cuts == [10, 5, 8, 4]
     assert sum(cuts) == len(group)
+    cuts, lo = [], 0
+    while lo < len(order):  # no room beyond the batch (memory-bound): groups are never stretched
+        cuts.append(len(_chunk(order, group, lo, 8)))
+        lo += cuts[-1]
+    assert cuts == [5, 5, 5, 8, 4]
 
 
 def test_task_c_mismatch_shares_the_control_stream(tiny_model):
