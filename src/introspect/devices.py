@@ -183,7 +183,8 @@ PLAN_TOKENS = 512  # a task prompt's length for planning a run's batch before an
 def plan_batch(model: Any, requested: int, new_tokens: int) -> tuple[int, str]:
     """A run's batch size and why: ``requested`` rows (0 = auto) lowered to what fits in free
     memory at ``PLAN_TOKENS + new_tokens`` tokens a row. Each ``generate`` call checks again with
-    its real prompt lengths and halves on an out-of-memory error."""
+    its real prompt lengths (and may take up to a quarter more rows to keep a control with its
+    injected rows, where they fit: ``decode._chunk``) and halves on an out-of-memory error."""
     tokens = PLAN_TOKENS + new_tokens
     _, where = free_bytes(model)
     if requested <= 0:
