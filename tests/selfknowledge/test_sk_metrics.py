@@ -277,6 +277,8 @@ def test_recovery_summary_pairs_by_question():
         grades.append({"qid": q, "correct": q < 3, "parse_ok": True, "remarked": False, "cut": False,
                        "source": "a", "_variant": "a:clean", "_condition": "clean"})
         grades.append({"qid": q, "correct": q < 1, "parse_ok": q != 3, "remarked": q == 2, "cut": q == 3,
+                       "insert_rule": "after_first_step", "in_reasoning": q != 1, "insert_at": 4,
+                       "answer_before_insert": q == 0,
                        "source": "a", "_variant": "a:random-k1-at4", "_condition": "perturbed"})
     grades.append({"qid": 0, "correct": False, "parse_ok": True, "remarked": False,
                    "source": "b", "_variant": "b:clean", "_condition": "clean"})
@@ -289,6 +291,8 @@ def test_recovery_summary_pairs_by_question():
     rec = _get(s, "recovery_rate", "a:random-k1-at4")
     assert rec.value == pytest.approx(1 / 3) and rec.n == 3
     assert _get(s, "cut_rate", "a:random-k1-at4").value == 0.25
+    assert _get(s, "in_reasoning_rate", "a:random-k1-at4").value == 0.75
+    assert _get(s, "answer_before_insert_rate", "a:random-k1-at4").value == 0.25
     assert set(s.condition) == {"clean", "perturbed"}
 
 

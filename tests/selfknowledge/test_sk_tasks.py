@@ -12,7 +12,7 @@ import torch
 
 import introspect as I
 from introspect.chat import Prompt
-from introspect.data import DataError, MCQuestion
+from introspect.data import ArithmeticQuestion, DataError, MCQuestion
 from introspect.inject import next_token_logprobs
 from introspect.records import validate
 from introspect.report.load import flatten_trial
@@ -371,6 +371,33 @@ def test_recovery_inserts_after_the_first_reasoning_step(text, step):
     assert rule == "after_first_step" and text[:end] == step
 
 
+@pytest.mark.parametrize("text, before", [
+    # greedy replies of Qwen2.5-Coder-0.5B-Instruct: the one step states the final number, so the
+    # tokens go before it (after it, the answer could be copied rather than recovered)
+    ("To solve the problem of adding 75 and 40, we can follow these steps:\n\n1. Start with the numbers: "
+     "75 and 40.\n2. Add the numbers together: 75 + 40 = 115.\n\nThe final answer is \\(\\boxed{115}\\).",
+     "To solve the problem of adding 75 and 40, we can follow these steps:\n\n1. Start with the numbers: "
+     "75 and 40.\n2."),
+    ("To solve the problem of finding 59 - 14, we can follow these steps:\n\n1. Start with the number 59.\n"
+     "2. Subtract 14 from 59.\n\nLet's perform the subtraction step by step:\n\n59 - 14 = 45\n\nAnswer: 45",
+     "To solve the problem of finding 59 - 14, we can follow these steps:\n\n1. Start with the number 59.\n"
+     "2. Subtract 14 from 59.\n\nLet's perform the subtraction step by step:\n\n"),
+])
+def test_recovery_inserts_before_a_step_that_already_states_the_final_number(text, before):
+    end, rule = recovery.first_step_end(text)
+    assert rule == "before_final_step" and text[:end] == before
+    assert not recovery.answer_written(text[:end], recovery.stated_final(text))
+    assert recovery.answer_written(text, recovery.stated_final(text))
+
+
+def test_recovery_reads_a_boxed_answer():
+    # Qwen2.5-Coder's reply after foreign tokens: code, then a LaTeX box and no "Answer:" line
+    tail = "```output\n128\n```\nThe final answer is \\(\\boxed{128}\\)."
+    g = recovery.grade_recovery(ArithmeticQuestion("q", "What is 84 + 34?", "84 + 34", 118, 2, 2), tail, tail)
+    assert g["parsed"] == 128 and g["parse_ok"] and not g["correct"]
+    assert recovery.grade_recovery(ArithmeticQuestion("q", "What is 3 + 4?", "3 + 4", 7, 1, 2), "Answer: 7. \\boxed{9}", "")["parsed"] == 7
+
+
 def test_recovery_step_rule_without_reasoning():
     assert recovery.first_step_end("The answer is 62.") == (None, "no_step")  # nothing before the answer
     end, rule = recovery.first_step_end("Let me think about it carefully.\nAnswer: 62")
@@ -387,7 +414,8 @@ def test_recovery_position_is_recorded_in_the_reasoning(tiny_model):
     for r in (r for r in recs if r.condition == "perturbed"):
         g, base = r.grade, clean[r.grade["qid"]].response
         end, rule = recovery.first_step_end(base)
-        assert g["insert_rule"] == rule and g["in_reasoning"] == (rule == "after_first_step")
+        assert g["insert_rule"] == rule and g["in_reasoning"] == (rule in recovery.IN_REASONING)
+        assert g["answer_before_insert"] == recovery.answer_written(g["text_before_insert"], recovery.stated_final(base))
         assert base.startswith(g["text_before_insert"]) and r.response.startswith(g["text_before_insert"])
         assert r.response[len(g["text_before_insert"]):].startswith(g["inserted_text"].strip()[:1])
         if end is not None:

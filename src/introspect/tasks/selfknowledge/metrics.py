@@ -248,6 +248,8 @@ def summarize_recovery(df: pd.DataFrame) -> pd.DataFrame:
             rows += prop(keys, "remark_rate", b(s, "remarked").sum(), len(s), cond)
             if cond == "perturbed" and "grade.insert_rule" in s:  # where the tokens landed
                 rows += prop(keys, "in_reasoning_rate", b(s, "in_reasoning").sum(), len(s), cond)
+                if "grade.answer_before_insert" in s:  # the final number already written: copied, not recovered
+                    rows += prop(keys, "answer_before_insert_rate", b(s, "answer_before_insert").sum(), len(s), cond)
                 rows.append(row(keys, "mean_insert_token", bootstrap_mean(num(s, "insert_at")), len(s), cond))
             if cond == "perturbed" and len(clean):
                 qs = list(g(s, "qid"))

@@ -136,16 +136,18 @@ def association_reply(reply: str, options: Sequence[str]) -> list[bool | None]:
 ANSWER_STATEMENT = re.compile(r"(?i:\banswer\b)\s*(?:is)?\s*[:=]?\s*[*_`$\"'“”]*\s*(-?\d[\d,]*)(?![\d.]\d)")
 _INT = re.compile(r"(?<![\d.])-?\d[\d,]*(?![\d])")
 _EQ_INT = re.compile(r"=\s*[*_`$]*\s*(-?\d[\d,]*)(?![\d.]\d)")
+_BOXED = re.compile(r"\\boxed\{\s*(-?\d[\d,]*)\s*\}")  # LaTeX "\boxed{128}" (Qwen's math replies)
 
 
 def final_answer(text: str) -> int | None:
-    """The integer of the first "Answer: N" statement (the format the prompts ask for), else
-    None. A statement written as working ("The answer is 25 + 27 = 52") gives the result on
+    """The integer of the first "Answer: N" statement (the format the prompts ask for). A statement written as working ("The answer is 25 + 27 = 52") gives the result on
     its own line. Working that continues after the statement ("… so 81 + 3 = 84") is never
-    read, nor is any "=" before it: a reply without the statement is unparsed."""
+    read, nor is any "=" before it. Without the statement, the first LaTeX ``\\boxed{N}`` is the
+    stated answer ("The final answer is \\(\\boxed{128}\\)"); a reply with neither is unparsed."""
     m = ANSWER_STATEMENT.search(text)
     if not m:
-        return None
+        box = _BOXED.search(text)
+        return int(box.group(1).replace(",", "")) if box else None
     line = text[m.end(1):].split("\n", 1)[0]
     if re.match(r"\s*[-+*/x×]\s*\d", line):  # an expression: its result after "="
         eq = _EQ_INT.search(line)

@@ -5,19 +5,21 @@ reasoning or chain-of-thought process" as if self-generated. The model answers a
 question (known integer answer) greedily; the harness finds the end of the first reasoning step
 the model wrote in that clean answer (the first line or sentence that states a computed result,
 "75 + 40 = 115" or "..., which is 115.", before its answer statement), keeps the answer up to
-there, appends ``k`` foreign tokens (uniformly random, or each the least probable next token
-given everything before it) and lets it continue. Inserting after a fixed number of tokens
+there (or up to the start of that step when it already states the reply's final number: after
+a one-step sum nothing is left to recover, and the answer would be copied, not recovered;
+``answer_before_insert`` says where it still was), appends ``k`` foreign tokens (uniformly
+random, or each the least probable next token given everything before it) and lets it continue. Inserting after a fixed number of tokens
 instead lands in the preamble ("To solve this problem, ...") on most replies, not in the
 reasoning. Where the clean answer has no step before its answer statement, the tokens go right
 before that statement (``before_answer``); with neither, after ``fallback_tokens`` tokens
 (``no_step``). The rule used, the token and character position and the step's text are
 recorded; ``--option insert_after=N`` (or a list) inserts after N tokens instead. Greedy decoding
 makes the clean run's prefix exactly what the model would have written, so the clean answer is
-the reference. Graded: the first "Answer: N" statement (working that continues after it is never
-read), and whether the continuation remarks on the disruption; a reply without the statement is
-unparsed, a reply cut by the token budget is flagged; the last integer is kept as a lenient
-secondary reading. Inserted tokens are drawn from printable, digit-free, non-special tokens, so
-the grader never reads an inserted number as the answer.
+the reference. Graded: the first "Answer: N" statement, else the first ``\\boxed{N}`` (working
+that continues after it is never read), and whether the continuation remarks on the
+disruption; a reply with neither is unparsed, a reply cut by the token budget is flagged; the
+last integer is kept as a lenient secondary reading. Inserted tokens are drawn from printable,
+digit-free, non-special tokens, so the grader never reads an inserted number as the answer.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from introspect.tasks.selfknowledge.parse import ANSWER_STATEMENT, final_answer,
 
 PROMPT = "{q} Think step by step, then give the final answer as 'Answer: <number>'."
 KINDS = ("random", "least_likely")
+IN_REASONING = ("after_first_step", "before_final_step")  # insertion rules that land inside the working
 REMARK = re.compile(
     r"\b(typo|sorry|apolog\w*|my mistake|a mistake|oops|ignore|wait|error|correction|glitch|"
     r"nonsense|gibberish|garbled|let me (?:correct|try again|start over|rephrase)|"
@@ -93,27 +96,52 @@ fewshot.register("recovery", ("w", "w"), [fewshot.Example("w", PROMPT.format(q=q
     ("What is 6 + 7 * 3?", "First, 7 * 3 = 21.\nThen 6 + 21 = 27.\nAnswer: 27", ("6 + 7 * 3",)),
     ("What is 9 - 4 + 8?", "First, 9 - 4 = 5.\nThen 5 + 8 = 13.\nAnswer: 13", ("9 - 4 + 8",)),
     ("What is 5 * 6 - 2?", "First, 5 * 6 = 30.\nThen 30 - 2 = 28.\nAnswer: 28", ("5 * 6 - 2",)))])
-_RESULT = re.compile(r"=\s*[*_`$\"']*\s*-?\d|\b(?:is|equals|gives|makes|get|results? in)\s+[*_`$\"']*-?\d", re.I)
+_RESULT = re.compile(r"=\s*[*_`$\"']*\s*(-?\d[\d,]*)|"
+                     r"\b(?:is|equals|gives|makes|get|results? in)\s+[*_`$\"']*(-?\d[\d,]*)", re.I)
 _END = re.compile(r"\n|\.(?=\s|$)")
 
 
+def _value(m: re.Match) -> int:
+    return int((m.group(1) or m.group(2)).replace(",", ""))
+
+
+def stated_final(text: str) -> int | None:
+    """The number a reply ends up at: its answer statement, else its last integer."""
+    v = final_answer(text)
+    return v if v is not None else last_integer(text)
+
+
 def first_step_end(text: str) -> tuple[int | None, str]:
-    """(character offset just after the first reasoning step, rule). A step is a line or
-    sentence stating a computed result, before the answer statement; else the start of the
-    sentence holding the answer statement when text precedes it (``before_answer``); else
-    (None, ``no_step``)."""
+    """(character offset where the foreign tokens go, rule). A step is a line or sentence
+    stating a computed result, before the answer statement. Normally just after the first
+    step (``after_first_step``); but where that step already states the reply's final number
+    (a one-step sum: "2. Add them: 75 + 40 = 115."), after it nothing is left to recover, so the
+    tokens go right before it when text precedes it (``before_final_step``). With no step: the
+    start of the sentence holding the answer statement when text precedes it
+    (``before_answer``); else (None, ``no_step``)."""
     ans = ANSWER_STATEMENT.search(text)
     limit = ans.start() if ans else len(text)
+    final = stated_final(text)
     start = 0
     for m in _END.finditer(text):
         if m.end() > limit:
             break
-        if _RESULT.search(text[start:m.end()]):
+        r = _RESULT.search(text[start:m.end()])
+        if r:
+            if start > 0 and final is not None and _value(r) == final:
+                return start, "before_final_step"
             return m.end(), "after_first_step"
         start = m.end()
     if ans and start > 0:
         return start, "before_answer"
     return None, "no_step"
+
+
+def answer_written(before: str, final: int | None) -> bool:
+    """Whether the text kept before the tokens already states the reply's final number (then
+    the perturbed answer can be copied rather than recovered)."""
+    return final is not None and (any(_value(r) == final for r in _RESULT.finditer(before))
+                                  or final_answer(before) == final)
 
 
 def tokens_before(tokenizer: Any, ids: Sequence[int], char: int) -> int:
@@ -202,11 +230,11 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         q, base_gen = qs[t.param("qid")], clean[t.param("qid")]
         if t.condition == "clean":
             yield _record(ctx, t, q, prompts[q.id], base_gen.text, base_gen.text, [], (0, "none", ""), at,
-                          base_gen)
+                          base_gen, base_gen.text)
             continue
         w, ins, c = done[id(t)]
         prefix = tok.decode(list(base_gen.tokens[:w[0]]) + ins, skip_special_tokens=True)
-        yield _record(ctx, t, q, prompts[q.id], prefix + c.text, c.text, ins, w, at, c)
+        yield _record(ctx, t, q, prompts[q.id], prefix + c.text, c.text, ins, w, at, c, base_gen.text)
 
 
 def _position(ctx: RunContext, clean: Generation, where: str) -> tuple[int, str, str]:
@@ -237,12 +265,13 @@ def grade_recovery(q: ArithmeticQuestion, response: str, continuation: str) -> d
 
 def _record(ctx: RunContext, t: Trial, q: ArithmeticQuestion, prompt: Prompt, response: str,
             continuation: str, ins: list[int], where: tuple[int, str, str], budget_: int,
-            g: Generation) -> Record:
+            g: Generation, clean_text: str) -> Record:
     grade = grade_recovery(q, response, continuation)
     at, rule, before = where
     grade.update(kind=t.param("kind", "none"), n_tokens=int(t.param("n_tokens", 0)),
                  source=t.param("source"), cut=cut(g), insert_at=at, insert_char=len(before),
-                 insert_rule=rule, in_reasoning=rule == "after_first_step", text_before_insert=before,
+                 insert_rule=rule, in_reasoning=rule in IN_REASONING, text_before_insert=before,
+                 answer_before_insert=answer_written(before, stated_final(clean_text)) if ins else None,
                  inserted_text=ctx.model.tokenizer.decode(ins) if ins else "")
     return ctx.record(t, prompt=prompt.text, response=response, grade=grade,
                       gen={"max_new_tokens": int(budget_), "budget_source": getattr(budget_, "source", "fixed"),
