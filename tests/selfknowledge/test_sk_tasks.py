@@ -359,12 +359,11 @@ def test_probe_reads_and_steers_the_game(tiny_model):
     ("To solve this problem, I will first calculate the sum of 75 and 40:\n\n75 + 40 = 190\n\nNow, I will "
      "add these two numbers together:\n\n190 + 190 = 201\n\nSo, the answer is 201.",
      "To solve this problem, I will first calculate the sum of 75 and 40:\n\n75 + 40 = 190\n"),
-    ("To solve this problem, I will first calculate 59 - 14, which is 19.\n\nStep 1: 59 - 14 = 19",
-     "To solve this problem, I will first calculate 59 - 14, which is 19."),
-    ('15 + 47 = 62\n\nThe answer is "62".', "15 + 47 = 62\n"),
     ("To solve this problem, we need to break it down step by step. First, we calculate 91 + 14, which is "
      "163. Then, we add 14 to 163, which results in 226.\n\nSo, the answer is 226.",
      "To solve this problem, we need to break it down step by step. First, we calculate 91 + 14, which is 163."),
+    # Gemma 3 270M in the few-shot format (two steps, as its examples show)
+    (" First, 75 + 40 = 100.\nThen 40 + 75 = 135.\nAnswer: 135\n", " First, 75 + 40 = 100."),
 ])
 def test_recovery_inserts_after_the_first_reasoning_step(text, step):
     end, rule = recovery.first_step_end(text)
@@ -372,20 +371,24 @@ def test_recovery_inserts_after_the_first_reasoning_step(text, step):
 
 
 @pytest.mark.parametrize("text, before", [
-    # greedy replies of Qwen2.5-Coder-0.5B-Instruct: the one step states the final number, so the
-    # tokens go before it (after it, the answer could be copied rather than recovered)
+    # greedy replies whose one step states the final number: the tokens go right before its
+    # result (after it, the answer could be copied rather than recovered). Qwen2.5-Coder-0.5B:
     ("To solve the problem of adding 75 and 40, we can follow these steps:\n\n1. Start with the numbers: "
      "75 and 40.\n2. Add the numbers together: 75 + 40 = 115.\n\nThe final answer is \\(\\boxed{115}\\).",
      "To solve the problem of adding 75 and 40, we can follow these steps:\n\n1. Start with the numbers: "
-     "75 and 40.\n2."),
+     "75 and 40.\n2. Add the numbers together: 75 + 40"),
     ("To solve the problem of finding 59 - 14, we can follow these steps:\n\n1. Start with the number 59.\n"
      "2. Subtract 14 from 59.\n\nLet's perform the subtraction step by step:\n\n59 - 14 = 45\n\nAnswer: 45",
      "To solve the problem of finding 59 - 14, we can follow these steps:\n\n1. Start with the number 59.\n"
-     "2. Subtract 14 from 59.\n\nLet's perform the subtraction step by step:\n\n"),
+     "2. Subtract 14 from 59.\n\nLet's perform the subtraction step by step:\n\n59 - 14"),
+    # SmolLM2-135M-Instruct
+    ('15 + 47 = 62\n\nThe answer is "62".', "15 + 47"),
+    ("To solve this problem, I will first calculate 59 - 14, which is 19.\n\nStep 1: 59 - 14 = 19",
+     "To solve this problem, I will first calculate 59 - 14, which"),
 ])
-def test_recovery_inserts_before_a_step_that_already_states_the_final_number(text, before):
+def test_recovery_inserts_before_the_result_of_a_step_that_states_the_final_number(text, before):
     end, rule = recovery.first_step_end(text)
-    assert rule == "before_final_step" and text[:end] == before
+    assert rule == "before_final_result" and text[:end] == before
     assert not recovery.answer_written(text[:end], recovery.stated_final(text))
     assert recovery.answer_written(text, recovery.stated_final(text))
 

@@ -5,9 +5,9 @@ reasoning or chain-of-thought process" as if self-generated. The model answers a
 question (known integer answer) greedily; the harness finds the end of the first reasoning step
 the model wrote in that clean answer (the first line or sentence that states a computed result,
 "75 + 40 = 115" or "..., which is 115.", before its answer statement), keeps the answer up to
-there (or up to the start of that step when it already states the reply's final number: after
-a one-step sum nothing is left to recover, and the answer would be copied, not recovered;
-``answer_before_insert`` says where it still was), appends ``k`` foreign tokens (uniformly
+there (or, when that step already states the reply's final number, up to just before its
+result, "75 + 40" | "= 115": after a one-step sum nothing is left to recover, and the answer
+would be copied, not recovered; ``answer_before_insert`` says where it still was), appends ``k`` foreign tokens (uniformly
 random, or each the least probable next token given everything before it) and lets it continue. Inserting after a fixed number of tokens
 instead lands in the preamble ("To solve this problem, ...") on most replies, not in the
 reasoning. Where the clean answer has no step before its answer statement, the tokens go right
@@ -55,7 +55,7 @@ from introspect.tasks.selfknowledge.parse import ANSWER_STATEMENT, final_answer,
 
 PROMPT = "{q} Think step by step, then give the final answer as 'Answer: <number>'."
 KINDS = ("random", "least_likely")
-IN_REASONING = ("after_first_step", "before_final_step")  # insertion rules that land inside the working
+IN_REASONING = ("after_first_step", "before_final_result")  # insertion rules that land inside the working
 REMARK = re.compile(
     r"\b(typo|sorry|apolog\w*|my mistake|a mistake|oops|ignore|wait|error|correction|glitch|"
     r"nonsense|gibberish|garbled|let me (?:correct|try again|start over|rephrase)|"
@@ -116,9 +116,9 @@ def first_step_end(text: str) -> tuple[int | None, str]:
     stating a computed result, before the answer statement. Normally just after the first
     step (``after_first_step``); but where that step already states the reply's final number
     (a one-step sum: "2. Add them: 75 + 40 = 115."), after it nothing is left to recover, so the
-    tokens go right before it when text precedes it (``before_final_step``). With no step: the
-    start of the sentence holding the answer statement when text precedes it
-    (``before_answer``); else (None, ``no_step``)."""
+    tokens go inside it, right before its result ("… 75 + 40" | "= 115":
+    ``before_final_result``). With no step: the start of the sentence holding the answer
+    statement when text precedes it (``before_answer``); else (None, ``no_step``)."""
     ans = ANSWER_STATEMENT.search(text)
     limit = ans.start() if ans else len(text)
     final = stated_final(text)
@@ -126,10 +126,11 @@ def first_step_end(text: str) -> tuple[int | None, str]:
     for m in _END.finditer(text):
         if m.end() > limit:
             break
-        r = _RESULT.search(text[start:m.end()])
+        r = _RESULT.search(text, start, m.end())
         if r:
-            if start > 0 and final is not None and _value(r) == final:
-                return start, "before_final_step"
+            at = len(text[:r.start()].rstrip())
+            if final is not None and _value(r) == final and at > 0:
+                return at, "before_final_result"
             return m.end(), "after_first_step"
         start = m.end()
     if ans and start > 0:
