@@ -79,6 +79,13 @@ def test_mcc_ci_brackets_estimate():
     assert lo < 0.6 < hi  # true MCC of 80%-accurate balanced labels
 
 
+def test_mcc_ci_is_undefined_when_one_side_has_one_class():
+    """A model that never delegates: no MCC and no interval, not a collapsed 0 [0, 0]."""
+    errs = np.array([True, False, True, False, False])
+    assert np.isnan(mcc_ci(errs, np.zeros(5, bool))).all()
+    assert np.isnan(mcc_ci(np.ones(5, bool), errs)).all()
+
+
 def test_pairwise_order_accuracy():
     assert pairwise_order_accuracy(["a", "b", "c"], ["a", "b", "c"]) == 1.0
     assert pairwise_order_accuracy(["c", "b", "a"], ["a", "b", "c"]) == 0.0

@@ -102,10 +102,12 @@ def mcc_ci(
     seed: int = 0,
     ci: float = 0.95,
 ) -> Interval:
-    """MCC with a percentile-bootstrap interval over (true, pred) pairs; empty -> nans."""
+    """MCC with a percentile-bootstrap interval over (true, pred) pairs. Empty, or one class on
+    either side (a model that never delegates): nans, since the MCC is then 0/0, and the
+    convention 0 with every resample 0 would print a collapsed 0 [0, 0]."""
     t = np.asarray(y_true, dtype=bool)
     p = np.asarray(y_pred, dtype=bool)
-    if t.size == 0:
+    if t.size == 0 or t.all() or not t.any() or p.all() or not p.any():
         return _NAN3
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, t.size, size=(n_boot, t.size))

@@ -180,6 +180,16 @@ def test_delegate_fisher_and_lift_by_hand():
     assert "mcnemar_p" not in set(s.metric)  # P(delegate) = P(error) is not the question
 
 
+def test_delegate_modal_letter_rate_flags_a_letter_bias():
+    # argmax "A" on 3 of 4 questions; none delegated, so the MCC is undefined (not 0 [0, 0])
+    g = [{"qid": f"q{k}", "baseline_correct": k == 0, "baseline_choice": "AAAB"[k], "delegated": False,
+          "game_correct": k == 0, "teammate_accuracy": 0.5, "team_correct": k == 0, "team_expected": 0.5}
+         for k in range(4)]
+    s = M.summarize_delegate(_df("delegate", g))
+    assert _get(s, "baseline_modal_letter_rate").value == pytest.approx(0.75)
+    assert np.isnan(_get(s, "introspection_mcc").value)
+
+
 def test_delegate_summary_detects_introspection_and_keeps_feedback_apart():
     df = _df("delegate", _delegate_grades() + _delegate_grades(seed=1, fb=True))
     s = M.summarize_delegate(df)

@@ -94,6 +94,10 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
     rows += prop(keys, "baseline_text_accuracy", b(s, "baseline_text_correct").sum(), n)
     rows += prop(keys, "baseline_parse_rate", b(s, "baseline_parse_ok").sum(), n)
     rows += prop(keys, "baseline_low_mass_rate", b(s, "baseline_low_mass").sum(), n)
+    letters = [c for c in (str(v) for v in g(s, "baseline_choice", "")) if c in ("A", "B", "C", "D")]
+    if letters:  # 1.0: one letter wins everywhere, so errors are the items not keyed to it and
+        # P(correct) (confidence_auroc) separates them by the letter bias alone
+        rows += prop(keys, "baseline_modal_letter_rate", max(map(letters.count, set(letters))), len(letters))
     rows += prop(keys, "delegation_rate", deleg.sum(), n)
     parsed = b(s, "game_parse_ok")  # the text reading is scored where it parsed; its rate is shown
     rows += prop(keys, "text_delegation_rate", deleg_t[parsed].sum(), parsed.sum())
