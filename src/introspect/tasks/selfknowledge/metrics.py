@@ -232,7 +232,8 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- recovery
 def summarize_recovery(df: pd.DataFrame) -> pd.DataFrame:
     """Accuracy, parse, cut and remark rates per perturbation; the drop vs clean on the same
-    questions (paired bootstrap, McNemar's exact p); recovery = P(still correct | clean correct)."""
+    questions (Newcombe's paired score interval, McNemar's exact p); recovery = P(still correct |
+    clean correct)."""
     rows: list[dict] = []
     for mkeys, m in groups(with_source(df), ("model_id", "task", "source")):
         mkeys.pop("source")

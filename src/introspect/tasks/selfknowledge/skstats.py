@@ -278,18 +278,38 @@ def fisher(a: np.ndarray, b: np.ndarray) -> tuple[Interval, float]:
     return (float(tt.oddsratio), float(lo), float(hi)), p
 
 
-def paired_binary(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, seed: int = 0,
-                  ) -> tuple[Interval, float]:
-    """mean(a) - mean(b) over pairs (rows of one question), a paired bootstrap interval, and
-    McNemar's exact p (the paired test of equal proportions)."""
+def newcombe_paired(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> Interval:
+    """mean(a) − mean(b) for 0/1 pairs with Newcombe's (1998) method-10 score interval: Wilson
+    intervals of both margins combined through the pairs' phi correlation. A bootstrap of the
+    pairs printed 0 [0, 0] when no pair was discordant (every resample alike); this one keeps
+    its width there and its 95% (checked by simulation in tests)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    a, b = np.asarray(a) >= 0.5, np.asarray(b) >= 0.5
+    n = a.size
+    if not n:
+        return (math.nan, math.nan, math.nan)
+    t11, t10, t01, t00 = (int(x.sum()) for x in (a & b, a & ~b, ~a & b, ~a & ~b))
+    p1, p2 = a.mean(), b.mean()
+    (l1, u1), (l2, u2) = (proportion_confint(k, n, 1 - level, "wilson") for k in (a.sum(), b.sum()))
+    den = (t11 + t10) * (t01 + t00) * (t11 + t01) * (t10 + t00)
+    num = t11 * t00 - t10 * t01
+    phi = 0.0 if den == 0 else max(num - n / 2, 0) / math.sqrt(den) if num > 0 else num / math.sqrt(den)
+    d = p1 - p2
+    lo = d - math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0))
+    hi = d + math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0))
+    return (float(d), max(-1.0, lo), min(1.0, hi))
+
+
+def paired_binary(a: np.ndarray, b: np.ndarray) -> tuple[Interval, float]:
+    """mean(a) − mean(b) over 0/1 pairs (rows of one question) with Newcombe's paired score
+    interval, and McNemar's exact p (the paired test of equal proportions)."""
     from statsmodels.stats.contingency_tables import mcnemar
 
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    est = cluster_boot(lambda i: float(a[i].mean() - b[i].mean()), a.size, None, n_boot, seed)
-    ab, bb = a >= 0.5, b >= 0.5
+    ab, bb = np.asarray(a) >= 0.5, np.asarray(b) >= 0.5
     t = [[int((ab & bb).sum()), int((ab & ~bb).sum())], [int((~ab & bb).sum()), int((~ab & ~bb).sum())]]
     p = 1.0 if t[0][1] + t[1][0] == 0 else float(mcnemar(t, exact=True).pvalue)
-    return est, p
+    return newcombe_paired(ab, bb), p
 
 
 def grouped_folds(groups: Sequence[Any], k: int = 5, seed: int = 0, y: Sequence[float] | None = None,
