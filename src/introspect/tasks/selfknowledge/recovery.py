@@ -7,10 +7,10 @@ the model wrote in that clean answer (the first line or sentence that states a c
 "75 + 40 = 115" or "..., which is 115.", before its answer statement), keeps the answer up to
 there (or, when that step already states the reply's final number, up to just before its
 result, "75 + 40" | "= 115": after a one-step sum nothing is left to recover, and the answer
-would be copied, not recovered; ``answer_before_insert`` says where it still was), appends ``k`` foreign tokens (uniformly
-random, or each the least probable next token given everything before it) and lets it continue. Inserting after a fixed number of tokens
-instead lands in the preamble ("To solve this problem, ...") on most replies, not in the
-reasoning. Where the clean answer has no step before its answer statement, the tokens go right
+would be copied, not recovered; ``answer_before_insert`` says where it still was), appends ``k``
+foreign tokens (uniformly random, or each the least probable next token given everything before
+it) and lets it continue. Inserting after a fixed number of tokens instead lands in the
+preamble ("To solve this problem, ...") on most replies, not in the reasoning. Where the clean answer has no step before its answer statement, the tokens go right
 before that statement (``before_answer``); with neither, after ``fallback_tokens`` tokens
 (``no_step``). The rule used, the token and character position and the step's text are
 recorded; ``--option insert_after=N`` (or a list) inserts after N tokens instead. Greedy decoding
