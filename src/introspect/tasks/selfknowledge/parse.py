@@ -140,8 +140,9 @@ _BOXED = re.compile(r"\\boxed\{\s*(-?\d[\d,]*)\s*\}")  # LaTeX "\boxed{128}" (Qw
 
 
 def final_answer(text: str) -> int | None:
-    """The integer of the first "Answer: N" statement (the format the prompts ask for). A statement written as working ("The answer is 25 + 27 = 52") gives the result on
-    its own line. Working that continues after the statement ("… so 81 + 3 = 84") is never
+    """The integer of the first "Answer: N" statement (the format the prompts ask for). A
+    statement written as working ("The answer is 25 + 27 = 52") gives the result on its own
+    line. Working that continues after the statement ("… so 81 + 3 = 84") is never
     read, nor is any "=" before it. Without the statement, the first LaTeX ``\\boxed{N}`` is the
     stated answer ("The final answer is \\(\\boxed{128}\\)"); a reply with neither is unparsed."""
     m = ANSWER_STATEMENT.search(text)

@@ -10,9 +10,9 @@ result, "75 + 40" | "= 115": after a one-step sum nothing is left to recover, an
 would be copied, not recovered; ``answer_before_insert`` says where it still was), appends ``k``
 foreign tokens (uniformly random, or each the least probable next token given everything before
 it) and lets it continue. Inserting after a fixed number of tokens instead lands in the
-preamble ("To solve this problem, ...") on most replies, not in the reasoning. Where the clean answer has no step before its answer statement, the tokens go right
-before that statement (``before_answer``); with neither, after ``fallback_tokens`` tokens
-(``no_step``). The rule used, the token and character position and the step's text are
+preamble ("To solve this problem, ...") on most replies, not in the reasoning. Where the clean
+answer has no step before its answer statement, the tokens go right before that statement
+(``before_answer``); with neither, after ``fallback_tokens`` tokens (``no_step``). The rule used, the token and character position and the step's text are
 recorded; ``--option insert_after=N`` (or a list) inserts after N tokens instead. Greedy decoding
 makes the clean run's prefix exactly what the model would have written, so the clean answer is
 the reference. Graded: the first "Answer: N" statement, else the first ``\\boxed{N}`` (working

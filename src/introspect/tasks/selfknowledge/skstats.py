@@ -278,6 +278,12 @@ def fisher(a: np.ndarray, b: np.ndarray) -> tuple[Interval, float]:
     return (float(tt.oddsratio), float(lo), float(hi)), p
 
 
+def _pair_counts(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int, int]:
+    """(both, a only, b only, neither) of 0/1 pairs."""
+    a, b = np.asarray(a) >= 0.5, np.asarray(b) >= 0.5
+    return int((a & b).sum()), int((a & ~b).sum()), int((~a & b).sum()), int((~a & ~b).sum())
+
+
 def newcombe_paired(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> Interval:
     """mean(a) − mean(b) for 0/1 pairs with Newcombe's (1998) method-10 score interval: Wilson
     intervals of both margins combined through the pairs' phi correlation. A bootstrap of the
@@ -285,13 +291,12 @@ def newcombe_paired(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> Interv
     its width there and its 95% (checked by simulation in tests)."""
     from statsmodels.stats.proportion import proportion_confint
 
-    a, b = np.asarray(a) >= 0.5, np.asarray(b) >= 0.5
-    n = a.size
+    t11, t10, t01, t00 = _pair_counts(a, b)
+    n = t11 + t10 + t01 + t00
     if not n:
         return (math.nan, math.nan, math.nan)
-    t11, t10, t01, t00 = (int(x.sum()) for x in (a & b, a & ~b, ~a & b, ~a & ~b))
-    p1, p2 = a.mean(), b.mean()
-    (l1, u1), (l2, u2) = (proportion_confint(k, n, 1 - level, "wilson") for k in (a.sum(), b.sum()))
+    p1, p2 = (t11 + t10) / n, (t11 + t01) / n
+    (l1, u1), (l2, u2) = (proportion_confint(k, n, 1 - level, "wilson") for k in (t11 + t10, t11 + t01))
     den = (t11 + t10) * (t01 + t00) * (t11 + t01) * (t10 + t00)
     num = t11 * t00 - t10 * t01
     phi = 0.0 if den == 0 else max(num - n / 2, 0) / math.sqrt(den) if num > 0 else num / math.sqrt(den)
@@ -306,10 +311,9 @@ def paired_binary(a: np.ndarray, b: np.ndarray) -> tuple[Interval, float]:
     interval, and McNemar's exact p (the paired test of equal proportions)."""
     from statsmodels.stats.contingency_tables import mcnemar
 
-    ab, bb = np.asarray(a) >= 0.5, np.asarray(b) >= 0.5
-    t = [[int((ab & bb).sum()), int((ab & ~bb).sum())], [int((~ab & bb).sum()), int((~ab & ~bb).sum())]]
-    p = 1.0 if t[0][1] + t[1][0] == 0 else float(mcnemar(t, exact=True).pvalue)
-    return newcombe_paired(ab, bb), p
+    t11, t10, t01, t00 = _pair_counts(a, b)
+    p = 1.0 if t10 + t01 == 0 else float(mcnemar([[t11, t10], [t01, t00]], exact=True).pvalue)
+    return newcombe_paired(a, b), p
 
 
 def grouped_folds(groups: Sequence[Any], k: int = 5, seed: int = 0, y: Sequence[float] | None = None,
