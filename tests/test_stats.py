@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from introspect.stats import (
+    _mcc_counts,
     bootstrap_diff,
     bootstrap_mean,
     mcc,
@@ -73,10 +74,57 @@ def test_mcc_ci_brackets_estimate():
     rng = np.random.default_rng(0)
     t = rng.random(300) < 0.5
     p = np.where(rng.random(300) < 0.8, t, ~t)
-    est, lo, hi = mcc_ci(t, p, n_boot=1000)
+    est, lo, hi = mcc_ci(t, p)
     assert est == pytest.approx(mcc(t, p))
     assert lo < est < hi
     assert lo < 0.6 < hi  # true MCC of 80%-accurate balanced labels
+
+
+def _mcc_coverage(n: int, p_err: float, p_deleg_err: float, p_deleg_ok: float, reps: int,
+                  interval) -> float:
+    """Share of simulated games whose interval holds the population MCC (degenerate games skipped)."""
+    a, b = p_err * p_deleg_err, (1 - p_err) * p_deleg_ok  # P(err, deleg), P(ok, deleg)
+    c, d = p_err - a, 1 - p_err - b
+    truth = (a * d - b * c) / np.sqrt(p_err * (1 - p_err) * (a + b) * (c + d))
+    rng = np.random.default_rng(7)
+    hits = runs = 0
+    for r in range(reps):
+        err = rng.random(n) < p_err
+        deleg = rng.random(n) < np.where(err, p_deleg_err, p_deleg_ok)
+        est, lo, hi = interval(err, deleg, r)
+        if np.isnan(est):
+            continue
+        runs += 1
+        hits += lo - 1e-9 <= truth <= hi + 1e-9
+    return hits / runs
+
+
+def _percentile_mcc(t, p, seed):
+    idx = np.random.default_rng(seed).integers(0, t.size, size=(1000, t.size))
+    bt, bp = t[idx], p[idx]
+    boots = _mcc_counts(*((x & y).sum(1) * 1.0 for x, y in ((bt, bp), (~bt, ~bp), (~bt, bp), (bt, ~bp))))
+    return mcc(t, p), *np.quantile(boots, [0.025, 0.975])
+
+
+def test_mcc_ci_covers_a_strong_signal_in_a_small_game_where_the_bootstrap_does_not():
+    """30 items, delegation on 95% of errors and 5% of successes (true MCC 0.88): a perfect table
+    is common and the percentile bootstrap collapses to [1, 1] on it."""
+    jeffreys = _mcc_coverage(30, 0.7, 0.95, 0.05, 300, lambda t, p, r: mcc_ci(t, p, seed=r))
+    boot = _mcc_coverage(30, 0.7, 0.95, 0.05, 300, _percentile_mcc)
+    assert jeffreys >= 0.91, jeffreys
+    assert boot < 0.85, boot  # the failure this interval fixes
+
+
+def test_mcc_ci_covers_the_null_with_rare_delegation():
+    assert _mcc_coverage(30, 0.7, 0.1, 0.1, 300, lambda t, p, r: mcc_ci(t, p, seed=r)) >= 0.91
+
+
+def test_mcc_ci_keeps_the_observed_end_of_a_perfect_table():
+    t = np.array([1, 1, 1, 0, 0, 0], bool)
+    est, lo, hi = mcc_ci(t, t)
+    assert (est, hi) == (1.0, 1.0) and 0 < lo < 1
+    est, lo, hi = mcc_ci(t, ~t)
+    assert (est, lo) == (-1.0, -1.0) and -1 < hi < 0
 
 
 def test_mcc_ci_is_undefined_when_one_side_has_one_class():

@@ -98,25 +98,31 @@ def _mcc_counts(tp: Any, tn: Any, fp: Any, fn: Any) -> Any:
 def mcc_ci(
     y_true: Sequence[Any] | np.ndarray,
     y_pred: Sequence[Any] | np.ndarray,
-    n_boot: int = 2000,
+    n_draws: int = 4000,
     seed: int = 0,
     ci: float = 0.95,
 ) -> Interval:
-    """MCC with a percentile-bootstrap interval over (true, pred) pairs. Empty, or one class on
-    either side (a model that never delegates): nans, since the MCC is then 0/0, and the
-    convention 0 with every resample 0 would print a collapsed 0 [0, 0]."""
+    """MCC of (true, pred) pairs with a Jeffreys interval: quantiles of the MCC over the posterior
+    Dirichlet(counts + 1/2) of the four cells. The percentile bootstrap it replaces covered 0.78
+    at 30 items and a true MCC of 0.88 (a perfect table resamples to [1, 1]) and 0.92 at the null
+    with rare delegation; this one covered 0.94-1.00 on the same grid (tests/test_stats.py). An
+    observed MCC of +-1 keeps that end of the interval, as Clopper-Pearson does at 0 or n hits.
+    Empty, or one class on either side (a model that never delegates): nans, since the MCC is
+    then 0/0 and a 0 [0, 0] would look measured."""
     t = np.asarray(y_true, dtype=bool)
     p = np.asarray(y_pred, dtype=bool)
     if t.size == 0 or t.all() or not t.any() or p.all() or not p.any():
         return _NAN3
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, t.size, size=(n_boot, t.size))
-    bt, bp = t[idx], p[idx]
-    boots = _mcc_counts(
-        (bt & bp).sum(1).astype(float), (~bt & ~bp).sum(1).astype(float),
-        (~bt & bp).sum(1).astype(float), (bt & ~bp).sum(1).astype(float),
-    )
-    return (mcc(t, p), *_percentile(np.asarray(boots, dtype=float), ci))
+    tp, tn = float((t & p).sum()), float((~t & ~p).sum())
+    fp, fn = float((~t & p).sum()), float((t & ~p).sum())
+    cells = np.random.default_rng(seed).dirichlet(np.array([tp, tn, fp, fn]) + 0.5, n_draws)
+    lo, hi = _percentile(np.asarray(_mcc_counts(*cells.T), dtype=float), ci)
+    est = mcc(t, p)
+    if fp == 0 and fn == 0:
+        hi = 1.0
+    if tp == 0 and tn == 0:
+        lo = -1.0
+    return (est, lo, hi)
 
 
 def pairwise_order_accuracy(
