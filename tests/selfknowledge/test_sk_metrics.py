@@ -180,6 +180,32 @@ def test_delegate_fisher_and_lift_by_hand():
     assert "mcnemar_p" not in set(s.metric)  # P(delegate) = P(error) is not the question
 
 
+def test_accuracy_lift_counts_ungraded_answers_in_the_baseline_only():
+    from introspect.tasks.selfknowledge.game_metrics import accuracy_lift
+    base = np.array([1, 1, 0, 0, 1, 0], bool)
+    game = np.array([1, 0, 0, 0, 0, 0], bool)
+    deleg = np.array([0, 0, 0, 1, 0, 0], bool)
+    kept = np.array([1, 1, 1, 0, 0, 0], bool)  # rows 4, 5: kept but ungraded
+    est, lo, hi = accuracy_lift(game, base, kept, deleg)
+    assert est == pytest.approx(1 / 3 - 3 / 6)  # kept accuracy 1/3, baseline 3/6
+    assert lo < est < hi
+    assert np.isnan(accuracy_lift(game, base, np.zeros(6, bool), ~np.zeros(6, bool))).all()
+
+
+def test_accuracy_lift_covers_when_delegation_is_rare():
+    """30 items, accuracy 0.3, delegating 5% of errors and no successes (true lift 0.011): a row
+    bootstrap covered 0.64 here (a resample without a delegation has lift exactly 0)."""
+    from introspect.tasks.selfknowledge.game_metrics import accuracy_lift
+    p_kept_ok = 0.3 / (0.3 + 0.7 * 0.95)
+    truth, rng, hits = p_kept_ok - 0.3, np.random.default_rng(5), 0
+    for _ in range(300):
+        ok = rng.random(30) < 0.3
+        deleg = ~ok & (rng.random(30) < 0.05)
+        est, lo, hi = accuracy_lift(ok, ok, ~deleg, deleg)
+        hits += lo <= truth <= hi
+    assert hits / 300 >= 0.93
+
+
 def test_delegate_modal_letter_rate_flags_a_letter_bias():
     # argmax "A" on 3 of 4 questions; none delegated, so the MCC is undefined (not 0 [0, 0])
     g = [{"qid": f"q{k}", "baseline_correct": k == 0, "baseline_choice": "AAAB"[k], "delegated": False,

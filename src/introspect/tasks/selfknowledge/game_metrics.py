@@ -24,13 +24,14 @@ comparing against a column of zeros.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from introspect.auroc import auroc_ci
-from introspect.stats import bootstrap_mean, mcc_ci
+from introspect.stats import bootstrap_mean, jeffreys_ci, mcc_ci
 from introspect.tasks.selfknowledge.rows import (
     b,
     draw_rows,
@@ -83,6 +84,28 @@ def one_per_question(s: pd.DataFrame) -> pd.DataFrame:
     return s[keep].reset_index(drop=True)
 
 
+def accuracy_lift(game_ok: np.ndarray, base_ok: np.ndarray, kept: np.ndarray,
+                  deleg: np.ndarray) -> tuple[float, float, float]:
+    """Kept accuracy minus baseline accuracy on the same questions, with a Jeffreys interval over
+    the rows' cells (kept and graded: game x baseline right; delegated or ungraded: baseline
+    right). The row bootstrap it replaces covered 0.64 at 30 items when the model delegates
+    rarely (a resample then holds no delegation: lift exactly 0); this one 0.95-1.00
+    (tests/selfknowledge/test_sk_metrics.py)."""
+    if not kept.any():
+        return math.nan, math.nan, math.nan
+    ungraded = ~kept & ~deleg
+    masks = [kept & game_ok & base_ok, kept & game_ok & ~base_ok, kept & ~game_ok & base_ok,
+             kept & ~game_ok & ~base_ok, deleg & base_ok, deleg & ~base_ok]
+    if ungraded.any():  # cells that exist only where some kept answers have no grade
+        masks += [ungraded & base_ok, ungraded & ~base_ok]
+    counts = np.array([m.sum() for m in masks], dtype=float)
+
+    def lift(c: np.ndarray) -> np.ndarray:
+        return (c[..., 0] + c[..., 1]) / c[..., :4].sum(-1) - c[..., 0::2].sum(-1)
+
+    return (float(lift(counts / counts.sum())), *jeffreys_ci(counts, lift))
+
+
 def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
     rows: list[dict] = []
     base, deleg, deleg_t = b(s, "baseline_correct"), b(s, "delegated"), b(s, "delegated_text")
@@ -124,8 +147,7 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
             rows.append(value(keys, "baseline_pool_excluded", float(np.nanmax(px)), n))
     rows += draw_rows(keys, num(s, "baseline_n_draws"), n)  # short answers: K sampled baseline answers
     rows += prop(keys, "kept_accuracy", kc[kept].sum(), kept.sum())
-    lift = cluster_boot(lambda i: float(kc[i][kept[i]].mean() - base[i].mean()) if kept[i].any() else np.nan, n)
-    rows.append(row(keys, "self_accuracy_lift", lift, n))
+    rows.append(row(keys, "self_accuracy_lift", accuracy_lift(kc.astype(bool), base, kept, deleg), n))
     rows.append(row(keys, "introspection_mcc", mcc_ci(err, deleg), n))
     for name, d, e in (("", deleg, err), ("text_", deleg_t[parsed], err[parsed])):
         if d.size:
