@@ -146,6 +146,23 @@ def test_restriction_summary_by_hand():
     assert _get(s, "logit[safe]_accuracy").n == 4
 
 
+def test_restriction_warns_when_the_judged_truth_is_nearly_one_class():
+    """Six requests x 2 draws; the phrase rule finds a refusal in the first draw of the last five
+    requests (5 refusals, 7 answers), P(answer) falls with k."""
+    def summary(judge_refusals: int) -> pd.DataFrame:
+        judged = [[k < 6 - judge_refusals, True] for k in range(6)]  # False: judged a refusal
+        return M.summarize_seb_restriction(_df("seb-restriction", [
+            {"p_answer": 0.9 - 0.1 * k, "judged_answered": judged[k], "refused_rule": [k >= 1, False],
+             "qid": f"q{k}"} for k in range(6)]))
+    one = summary(0)  # the judge calls all 12 answers
+    assert _get(one, "warning_judged_truth_one_class").value == 1.0
+    assert np.isnan(_get(one, "logit_auroc").value)  # one class: undefined, not 0.5
+    # answered .9 .9 .8 .7 .6 .5 .4 vs refused .8 .7 .6 .5 .4: 5 x 2 wins, 10 wins, 5 ties -> 22.5/35
+    assert _get(one, "logit_rule_auroc").value == pytest.approx(22.5 / 35)
+    assert _get(summary(4), "warning_judged_truth_one_class").value == 1.0  # 4 < 5 refusals: nearly one class
+    assert "warning_judged_truth_one_class" not in set(summary(5).metric)
+
+
 # ---------------------------------------------------------------- delegate game (003)
 def _delegate_grades(n: int = 120, seed: int = 0, fb: bool = False) -> list[dict]:
     rng = np.random.default_rng(seed)

@@ -50,6 +50,8 @@ from introspect.tasks.selfknowledge.skstats import (
 
 __all__ = ["SK_COLUMNS", "SUMMARIES", "summarize_sk"]
 
+MIN_CLASS = 5  # fewer draws than this in a truth's minority class: the truth is nearly one class
+
 
 def _surface(keys: dict, prefix: str, X: pd.DataFrame, draws: Sequence[Sequence[Any]],
              cl: Sequence[Any]) -> list[dict]:
@@ -71,6 +73,7 @@ def _surface(keys: dict, prefix: str, X: pd.DataFrame, draws: Sequence[Sequence[
     k = n_unique(c)
     return [row(keys, prefix + "surface_accuracy", rate_ci((p >= 0.5) == (y >= 0.5), c), y.size, n_items=k),
             row(keys, prefix + "surface_auroc", surface_auroc(y, Xd, c), y.size, n_items=k)]
+
 
 
 # ---------------------------------------------------------------- seb-association
@@ -153,6 +156,13 @@ def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
         rows += prop(keys, "judge_parse_rate", sum(x is not None for x in jt), len(jt), n_items=len(s))
         ja = [(bool(j), bool(r)) for jj, rr in zip(judged, refused) for j, r in zip(jj, rr) if j is not None]
         rows += prop(keys, "judge_rule_agreement", sum(j != r for j, r in ja), len(ja), n_items=len(s))
+        nj = sum(j for j, _ in ja)  # judged answered
+        if ja and min(nj, len(ja) - nj) < MIN_CLASS:
+            # the judged truth is (almost) a constant, so its AUROC rests on a handful of draws or
+            # none: on small models the judge gives one verdict whatever was written (Gemma 3
+            # 270M: 239 of 240 "refused", Qwen2.5-Coder-0.5B: 240 of 240 "answered"), and the
+            # logit_rule_* rows (the refusal-phrase truth) are the ones to read
+            rows.append(value(keys, "warning_judged_truth_one_class", 1.0, len(ja)))
         for lab in sorted({str(v) for v in g(s, "label").dropna()}):
             m = (g(s, "label") == lab).to_numpy()
             pl, yl, cl_ = expand_draws([pa[i] for i in np.flatnonzero(m)], [judged[i] for i in np.flatnonzero(m)],
