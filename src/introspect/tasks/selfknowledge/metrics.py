@@ -75,7 +75,6 @@ def _surface(keys: dict, prefix: str, X: pd.DataFrame, draws: Sequence[Sequence[
             row(keys, prefix + "surface_auroc", surface_auroc(y, Xd, c), y.size, n_items=k)]
 
 
-
 # ---------------------------------------------------------------- seb-association
 def summarize_seb_association(df: pd.DataFrame) -> pd.DataFrame:
     rows: list[dict] = []
