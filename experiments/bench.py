@@ -36,13 +36,13 @@ from pathlib import Path
 
 import torch
 
-from introspect import prompts as P
-from introspect.chat import render
-from introspect.decode import Sampling, generate
-from introspect.inject import From, InjectionSpec
-from introspect.models import DEFAULT_MODEL, load_model, resolve
-from introspect.prompts import load_words
-from introspect.vectors import build_concept_vectors
+from introspect.engine.load.models import DEFAULT_MODEL, load_model, resolve
+from introspect.engine.run.chat import render
+from introspect.engine.run.decode import Sampling, generate
+from introspect.engine.run.inject import From, InjectionSpec
+from introspect.engine.vectors import build_concept_vectors
+from introspect.tasks import prompts as P
+from introspect.tasks.prompts import load_words
 
 
 def _timed(fn, repeat: int = 1) -> float:
@@ -87,7 +87,7 @@ def _n_tokens(gens) -> int:
 def _raw_hf(model_name: str, device: str = "cpu", dtype: torch.dtype = torch.float32):
     from transformers import AutoModelForCausalLM
 
-    from introspect import hub
+    from introspect.engine.load import hub
 
     path = resolve(model_name)[0]
     path = path if Path(path).is_dir() else str(hub.snapshot(path))
@@ -111,7 +111,7 @@ def contention() -> list[str]:
 def bench_steps(model, hf, prompts, specs, new_tokens: int, device: str) -> dict[str, float]:
     """Prefill and per-step decode time of one batch, ours (injected, prefix-shared) vs raw HF
     ``generate`` with sdpa (no hook): a step is (time for 1 + n tokens − time for 1 token) / n."""
-    from introspect.inject import pad_left
+    from introspect.engine.run.inject import pad_left
 
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     pad = hf.config.pad_token_id if hf.config.pad_token_id is not None else 0
@@ -155,7 +155,7 @@ def bench_raw_anchor(hf, prompts, new_tokens: int, specs=None) -> tuple[float, l
     (one layer): the same injections as a plain forward hook on that decoder layer, ending at
     end-of-sequence as a user's run would, so its tokens must equal ours.
     """
-    from introspect.inject import pad_left
+    from introspect.engine.run.inject import pad_left
 
     pad = hf.config.pad_token_id if hf.config.pad_token_id is not None else 0
     toks, mask, offsets = pad_left(prompts, pad)
@@ -254,7 +254,7 @@ def bench_vectors(model, n_words: int, layers: list[int]) -> dict[str, float]:
 
 def bench_sweep(model_name: str) -> dict[str, float] | None:
     try:
-        from introspect.runner import run_grid
+        from introspect.tasks.runner import run_grid
     except ImportError:
         return None
     from introspect.tasks.base import TaskConfig

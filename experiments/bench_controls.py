@@ -17,8 +17,9 @@ from typing import Any
 
 def bench_controls(model: Any, n_concepts: int = 8, new_tokens: int = 16) -> dict[str, float]:
     """Seconds for task A with a control per concept vs one shared control per (trial, sample)."""
-    from introspect.runner import make_context
-    from introspect.tasks.base import TaskConfig, get_task
+    from introspect.tasks import get_task
+    from introspect.tasks.base import TaskConfig
+    from introspect.tasks.runner import make_context
 
     layer = model.cfg.n_layers // 2
     cfg = TaskConfig(layers=(layer,), alphas=(2.0, 8.0), alpha_units="raw", n_concepts=n_concepts,

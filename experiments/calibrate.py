@@ -4,7 +4,7 @@
     python -m experiments.calibrate --runs 100 --concepts 6 10 --jobs 2
 
 Every run writes records in the public layout, loads them with ``report.load_results`` and
-summarises them with ``report.summarize`` (``introspect.calibration``). Printed per setting:
+summarises them with ``report.summarize`` (``introspect.report.calibration``). Printed per setting:
 coverage of the truth and mean width of every headline interval (beside the width of the
 percentile cluster bootstrap the report used before), and for the null scenario the share of
 runs in which any headline test is called significant after Holm and the verdict says
@@ -19,7 +19,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from introspect.calibration import GRID, NULL_GRID, run_setting, table
+from introspect.report.calibration import GRID, NULL_GRID, run_setting, table
 
 
 def main(argv: list[str] | None = None) -> int:

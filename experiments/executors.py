@@ -268,7 +268,7 @@ def gpus_for(need_bytes: int) -> int:
 
     import torch
 
-    from introspect.devices import HEADROOM
+    from introspect.engine.load.devices import HEADROOM
 
     if not need_bytes or not torch.cuda.is_available():
         return 1
@@ -279,8 +279,8 @@ def gpus_for(need_bytes: int) -> int:
 def prefetch(models: list[str], dtype: str | None = None) -> int:
     """Fetch every model's weights once, here (hub snapshots with progress, registry conversions),
     so shards start offline instead of all downloading at once; the largest model's bytes."""
-    from introspect import hub
-    from introspect.models import resolve, resolve_dtype
+    from introspect.engine.load import hub
+    from introspect.engine.load.models import resolve, resolve_dtype
 
     need = 0
     for name in models:

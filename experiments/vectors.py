@@ -32,11 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     if not sys.stderr.isatty():
         quiet_hf()
     try:
-        from introspect.models import DEFAULT_MODEL, load_model
-        from introspect.prompts import load_words
-        from introspect.runner import layers_grid
+        from introspect.engine.load.models import DEFAULT_MODEL, load_model
+        from introspect.engine.vectors import build_concept_vectors, check_layers, vectors_root
         from introspect.tasks.base import ConfigError
-        from introspect.vectors import build_concept_vectors, check_layers, vectors_root
+        from introspect.tasks.prompts import load_words
+        from introspect.tasks.runner import layers_grid
 
         words = load_words(args.words_file)
         targets = list(words.targets[: args.limit_targets] if args.limit_targets else words.targets)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from introspect.models import load_model
+from introspect.engine.load.models import load_model
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

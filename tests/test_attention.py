@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from introspect.attention import AttentionError, best, implementation
-from introspect.chat import Prompt
-from introspect.inject import InjectionSpec, injecting, pad_left
-from introspect.models import load_model
+from introspect.engine.load.attention import AttentionError, best, implementation
+from introspect.engine.load.models import load_model
+from introspect.engine.run.chat import Prompt
+from introspect.engine.run.inject import InjectionSpec, injecting, pad_left
 
 FAMILIES = ["llama", "mistral", "qwen2", "gpt2", "gpt-neox", "falcon"]
 
@@ -148,7 +148,7 @@ def test_header_card_names_the_attention(tiny_model, eager_model):
 def test_the_decode_loop_runs_sdpa(tiny_model, sdpa_calls):
     """decode drives ``model.original_model`` (the HF model inside the bridge): its attention
     modules are the bridge's, so the fast path is what generation runs."""
-    from introspect.decode import generate
+    from introspect.engine.run.decode import generate
 
     m = tiny_model("qwen2")
     ps, _, _, _ = _batch(m)

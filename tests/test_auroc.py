@@ -1,4 +1,4 @@
-"""The AUROC interval (``introspect.auroc``): hand-checked values, width at the boundary, the
+"""The AUROC interval (``introspect.stats.auroc``): hand-checked values, width at the boundary, the
 clustered design effect, and coverage by simulation (issue 19: the Delegate Game's
 ``confidence_auroc`` printed 1.000 [1.000, 1.000] from a percentile bootstrap)."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from introspect.auroc import auroc_ci, auroc_point, coverage, design_effect, newcombe
+from introspect.stats.auroc import auroc_ci, auroc_point, coverage, design_effect, newcombe
 
 
 def test_point_is_mann_whitney_with_half_ties():

@@ -11,10 +11,10 @@ import json
 import pytest
 import torch
 
-import introspect.decode as D
-from introspect import devices
-from introspect.chat import Conversation, render
-from introspect.decode import DecodeStats, Sampling, generate
+import introspect.engine.run.decode as D
+from introspect.engine.load import devices
+from introspect.engine.run.chat import Conversation, render
+from introspect.engine.run.decode import DecodeStats, Sampling, generate
 
 FAMILIES = ["llama", "mistral", "qwen2", "gpt2", "gpt-neox", "falcon"]
 
@@ -65,7 +65,7 @@ def test_out_of_memory_halves_and_keeps_finished_chunks(tiny_model, monkeypatch)
 def test_activation_reads_halve_on_out_of_memory(tiny_model, monkeypatch):
     """Vector extraction, residual norms and task D read activations through ``residuals``: an
     OOM there halves its batch too, keeps the finished chunks, and gives the same activations."""
-    import introspect.vectors as V
+    import introspect.engine.vectors as V
 
     m = tiny_model("llama")
     ps = _prompts(m.tokenizer, 12)
@@ -138,8 +138,8 @@ def test_batch_follows_free_ram(tiny_model, monkeypatch):
 
 
 def test_header_says_device_attention_dtype_and_batch(tiny_model, tmp_path, monkeypatch):
-    from introspect.runner import run_grid
     from introspect.tasks.base import TaskConfig
+    from introspect.tasks.runner import run_grid
 
     m = tiny_model("llama")
     cfg = TaskConfig(layers=(1,), alphas=(4.0,), n_concepts=1, max_new_tokens=4, batch_size=0,
@@ -173,7 +173,7 @@ def test_batch_size_auto_on_the_command_line(monkeypatch):
 def test_a_control_group_is_kept_whole_by_stretching_the_batch_where_memory_allows(tiny_model, monkeypatch):
     """Two groups of 9 rows (one prompt and stream: a control and 8 injections) at batch 16 run as
     one batch of 18, not two of 9; with memory for only 16 rows they run as two batches of 9."""
-    from introspect.inject import InjectionSpec
+    from introspect.engine.run.inject import InjectionSpec
 
     m = tiny_model("llama")
     p, q = _prompts(m.tokenizer, 2)

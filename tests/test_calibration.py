@@ -1,7 +1,7 @@
 """The report's intervals and tests on synthetic task-A records with a known truth (issue 17).
 
 Every run writes records in the public layout, loads them with ``report.load_results`` and
-summarises them with ``report.summarize`` (``introspect.calibration``): 400 experiments per
+summarises them with ``report.summarize`` (``introspect.report.calibration``): 400 experiments per
 setting, at 5, 10, 20 and 50 concepts, one and three trials, K = 4 samples. Coverage is asserted
 for every interval the report prints for TPR, FPR, Net, identification (and identification vs a
 random concept), the P(yes) shift and the introspection score; the A/A check asserts that with
@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from introspect.calibration import GRID, METRICS, NULL_GRID, run_setting, table
+from introspect.report.calibration import GRID, METRICS, NULL_GRID, run_setting, table
 
 pytestmark = pytest.mark.calibration
 RUNS = 400

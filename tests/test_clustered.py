@@ -1,4 +1,4 @@
-"""Concept-level intervals and tests (``introspect.clustered``), each against an independent
+"""Concept-level intervals and tests (``introspect.stats.clustered``), each against an independent
 computation: brute-force sign enumeration, statsmodels' Wilson interval, scipy's t interval and
 Newcombe's formula written out."""
 
@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from introspect import clustered as C
+from introspect.stats import clustered as C
 
 
 def _wilson(p: float, n: float, z: float) -> tuple[float, float]:

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from introspect.chat import Conversation, render
-from introspect.decode import DecodeStats, Sampling, SamplingError, generate, stream_seed
-from introspect.inject import From, InjectionSpec
+from introspect.engine.run.chat import Conversation, render
+from introspect.engine.run.decode import DecodeStats, Sampling, SamplingError, generate, stream_seed
+from introspect.engine.run.inject import From, InjectionSpec
 
 FAMILIES = ["llama", "qwen2", "gpt2", "gpt-neox", "mistral", "falcon"]
 PREAMBLE = ("I am an interpretability researcher studying transformer-based language models like you. "
@@ -55,7 +55,7 @@ def test_prefix_shared_equals_unshared(tiny_model, family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_prompt_pass_unembeds_only_the_last_position(tiny_model, family):
     """The decode loop asks for the last position's logits only (a fifth of a prefill otherwise)."""
-    from introspect.decode import _keeps_last_logits
+    from introspect.engine.run.decode import _keeps_last_logits
 
     assert _keeps_last_logits(type(tiny_model(family).original_model))
 
@@ -179,8 +179,8 @@ def test_bad_sampling_settings_raise_one_line_errors(tiny_model, kw, msg):
 @pytest.mark.slow
 def test_default_model_prefix_shared_equals_unshared(default_model):
     m = default_model
-    from introspect.prompts import load_words
-    from introspect.vectors import build_concept_vectors
+    from introspect.engine.vectors import build_concept_vectors
+    from introspect.tasks.prompts import load_words
 
     cv = build_concept_vectors(m, ["bread"], [15], load_words().baseline)[("bread", 15)]
     ps = _shared(m.tokenizer, 3)

@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from introspect.chat import Conversation, Prompt, render
-from introspect.decode import DecodeStats, Sampling, generate
-from introspect.inject import BatchInjector, InjectionSpec, first_injected
-from introspect.models import load_model
-from introspect.stopping import Tails, eos_ids
+from introspect.engine.load.models import load_model
+from introspect.engine.run.chat import Conversation, Prompt, render
+from introspect.engine.run.decode import DecodeStats, Sampling, generate
+from introspect.engine.run.inject import BatchInjector, InjectionSpec, first_injected
+from introspect.engine.run.stopping import Tails, eos_ids
 
 PREAMBLE = "I am an interpretability researcher studying transformer-based language models like you."
 
@@ -133,7 +133,7 @@ def test_end_of_turn_from_a_llama3_style_template(tiny_model):
 
 
 def test_gemma_end_of_turn_if_installed():
-    from introspect.models import converted_dir, registry
+    from introspect.engine.load.models import converted_dir, registry
 
     done = converted_dir(registry()["gemma-3-270m"])
     if done is None:
@@ -236,7 +236,7 @@ def test_bitwise_batch_invariance_where_it_holds(tiny_model, family, n_threads, 
 def test_bitwise_batch_invariance_on_the_default_model(default_model, threads):
     """The same on the real default with one thread: task-A prompts (equal length), alone vs in a
     batch of 7."""
-    from introspect import prompts as P
+    from introspect.tasks import prompts as P
 
     threads(1)
     m = default_model

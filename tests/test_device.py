@@ -16,9 +16,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from introspect.chat import Prompt
-from introspect.prompts import load_words
-from introspect.vectors import VectorBank, build_concept_vectors, residuals
+from introspect.engine.run.chat import Prompt
+from introspect.engine.vectors import VectorBank, build_concept_vectors, residuals
+from introspect.tasks.prompts import load_words
 
 BASE = ["pebble", "curtain", "saddle", "jasmine", "ladder"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from introspect import devices
-from introspect.chat import Conversation, render
-from introspect.decode import generate, next_token_logprobs
-from introspect.inject import BatchInjector, InjectionSpec, injecting, pad_left
-from introspect.models import load_model
-from introspect.vectors import build_concept_vectors, residuals
+from introspect.engine.load import devices
+from introspect.engine.load.models import load_model
+from introspect.engine.run.chat import Conversation, render
+from introspect.engine.run.decode import generate, next_token_logprobs
+from introspect.engine.run.inject import BatchInjector, InjectionSpec, injecting, pad_left
+from introspect.engine.vectors import build_concept_vectors, residuals
 
 BASE = ["pebble", "curtain", "saddle", "jasmine", "ladder"]
 

@@ -13,10 +13,10 @@ import inspect
 import pytest
 import torch
 
-from introspect import fastpath
-from introspect.chat import Prompt
-from introspect.decode import generate
-from introspect.inject import InjectionSpec, pad_left
+from introspect.engine.load import fastpath
+from introspect.engine.run.chat import Prompt
+from introspect.engine.run.decode import generate
+from introspect.engine.run.inject import InjectionSpec, pad_left
 
 FAMILIES = ["llama", "mistral", "qwen2", "gpt2", "gpt-neox", "falcon"]
 RMS = {"llama", "mistral", "qwen2"}  # the bridge's native norm path; LayerNorm families compute their own

@@ -3,16 +3,9 @@
 import pytest
 import torch
 
-from introspect.chat import Conversation, Prompt, render
-from introspect.inject import (
-    From,
-    InjectionError,
-    InjectionSpec,
-    generate,
-    injecting,
-    next_token_logprobs,
-    pad_left,
-)
+from introspect.engine.run.chat import Conversation, Prompt, render
+from introspect.engine.run.decode import generate, next_token_logprobs
+from introspect.engine.run.inject import From, InjectionError, InjectionSpec, injecting, pad_left
 
 FAMILIES = ["llama", "qwen2", "gpt2", "gpt-neox", "mistral", "falcon"]
 
@@ -91,7 +84,7 @@ def test_positions_only_touch_their_tokens(tiny_model):
     m = tiny_model("llama")
     p = _prompts(m.tokenizer)[2]
     v = _unit(m.cfg.d_model, 3)
-    from introspect.vectors import residuals
+    from introspect.engine.vectors import residuals
 
     clean = residuals(m, [p], [1], positions=[list(range(len(p)))])[0][0]
     steered = residuals(m, [p], [1], positions=[list(range(len(p)))], injections=[InjectionSpec(1, 5.0, v, [3, 4])])[0][0]
@@ -145,8 +138,8 @@ def test_bad_injections_raise_one_line_errors(tiny_model):
 @pytest.mark.slow
 def test_default_model_cached_equals_uncached_under_injection(default_model):
     """On the real model: a concept injection steers, and KV-cached decoding sees it too."""
-    from introspect.prompts import load_words
-    from introspect.vectors import build_concept_vectors
+    from introspect.engine.vectors import build_concept_vectors
+    from introspect.tasks.prompts import load_words
 
     m = default_model
     words = load_words()

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from introspect import grading as G
-from introspect.judge import (
+from introspect.tasks.judge import (
     Agreement,
     Judge,
     JudgeVerdict,

@@ -12,10 +12,10 @@ import shutil
 import pytest
 import torch
 
-import introspect.models as M
-from introspect import devices, hub
-from introspect.gguf_files import ModelError
-from introspect.models import load_model
+import introspect.engine.load.models as M
+from introspect.engine.load import devices, hub
+from introspect.engine.load.gguf_files import ModelError
+from introspect.engine.load.models import load_model
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -40,7 +40,7 @@ def test_local_folder_named_by_its_name_and_hashed_once(tiny_dir, cache, monkeyp
     shutil.copytree(tiny_dir("llama"), src)
     first = load_model(str(src)).introspect_info
     assert first.name == "my-model" and first.fingerprint.startswith("sha256:")
-    from introspect import gguf_files
+    from introspect.engine.load import gguf_files
 
     real = gguf_files.file_sha256
     monkeypatch.setattr(gguf_files, "file_sha256", lambda *a, **k: pytest.fail("a file was hashed again"))
@@ -167,7 +167,7 @@ def test_model_info_of_a_foreign_bridge_reads_its_folder(tiny_dir, monkeypatch):
     """A bridge booted without load_model is identified by its folder's files, not its parameters."""
     from transformer_lens.model_bridge import TransformerBridge
 
-    from introspect.models import model_info
+    from introspect.engine.load.models import model_info
 
     _no_parameter_hashing(monkeypatch)
     path = str(tiny_dir("gpt2"))

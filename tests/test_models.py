@@ -14,8 +14,8 @@ import pytest
 import torch
 import yaml
 
-from introspect import models as M
-from introspect.models import ModelError, load_model, registry, resolve
+from introspect.engine.load import models as M
+from introspect.engine.load.models import ModelError, load_model, registry, resolve
 
 FAMILIES = ["llama", "mistral", "qwen2", "gpt2", "gpt-neox", "falcon"]
 OFFLINE = ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct", "gemma-3-270m"]
@@ -171,7 +171,7 @@ def _logits(m, text: str) -> torch.Tensor:
 
 
 def test_local_gguf_loads_like_its_source_and_is_cached(tiny_gguf, tiny_model, cache):
-    from introspect import gguf_files
+    from introspect.engine.load import gguf_files
 
     src = tiny_model("llama")
     m = load_model(str(tiny_gguf))
@@ -269,7 +269,7 @@ def _fake_dist(site: Path, name: str, files: dict[str, bytes]) -> None:
 def split_registry(tiny_gguf, tmp_path, monkeypatch, cache):
     """The real registry plus 'tiny-split': the tiny GGUF cut in 3 parts across 2 packages,
     and 'tiny-missing', whose package is not installed."""
-    from introspect.gguf_files import file_sha256
+    from introspect.engine.load.gguf_files import file_sha256
 
     data = tiny_gguf.read_bytes()
     a, b = len(data) // 3, 2 * len(data) // 3

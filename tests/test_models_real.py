@@ -12,9 +12,9 @@ import os
 import pytest
 import torch
 
-from introspect.chat import Conversation, render
-from introspect.inject import From, InjectionSpec
-from introspect.models import converted_dir, load_model, missing_packages, registry
+from introspect.engine.load.models import converted_dir, load_model, missing_packages, registry
+from introspect.engine.run.chat import Conversation, render
+from introspect.engine.run.inject import From, InjectionSpec
 
 pytestmark = pytest.mark.slow
 QWEN, GEMMA = "qwen2.5-coder-0.5b-instruct", "gemma-3-270m"
@@ -59,8 +59,8 @@ def test_qwen_identity(qwen):
 
 @pytest.mark.parametrize("chat", [True, False])
 def test_qwen_concept_vectors_equal_a_plain_transformers_forward(qwen, qwen_hf, chat):
-    from introspect.prompts import load_words
-    from introspect.vectors import build_concept_vectors, concept_prompt, template_for
+    from introspect.engine.vectors import build_concept_vectors, concept_prompt, template_for
+    from introspect.tasks.prompts import load_words
 
     baseline = list(load_words().baseline[:8])
     words, layers = ["bread", "ocean"], [6, 12]
@@ -90,9 +90,9 @@ def _story_prompt(tok):
 
 
 def test_qwen_injected_greedy_generation_equals_a_forward_hook_reference(qwen, qwen_hf):
-    from introspect.decode import generate
-    from introspect.prompts import load_words
-    from introspect.vectors import build_concept_vectors
+    from introspect.engine.run.decode import generate
+    from introspect.engine.vectors import build_concept_vectors
+    from introspect.tasks.prompts import load_words
 
     layer, alpha, n_new = 12, 48.0, 12
     v = build_concept_vectors(qwen, ["bread"], [layer], list(load_words().baseline[:8]),
@@ -121,7 +121,7 @@ def test_qwen_injected_greedy_generation_equals_a_forward_hook_reference(qwen, q
 
 
 def test_qwen_cached_equals_uncached_under_injection(qwen):
-    from introspect.decode import generate
+    from introspect.engine.run.decode import generate
 
     p = _story_prompt(qwen.tokenizer)
     v = torch.randn(qwen.cfg.d_model, generator=torch.Generator().manual_seed(0))
@@ -167,7 +167,7 @@ def test_gemma_identity(gemma):
 
 
 def test_gemma_answer_is_cut_at_the_made_up_next_turn(gemma):
-    from introspect.decode import generate
+    from introspect.engine.run.decode import generate
     from introspect.grading.text import NEXT_TURN_STOPS, cut_at_next_turn
 
     p = render(gemma.tokenizer, Conversation.of(("user", "Write one sentence about the ocean.")))

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from introspect import grading as G
-from introspect import prompts as P
-from introspect.chat import Conversation, render
+from introspect.engine.run.chat import Conversation, render
+from introspect.tasks import prompts as P
 
 WORDS = P.load_words()
 SENTENCES = P.load_sentences()

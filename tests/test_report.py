@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from introspect.records import JsonlWriter, Record, make_header
+from introspect.records.jsonl import JsonlWriter, Record, make_header
 from introspect.report import (
     load_headers,
     load_results,

@@ -16,9 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from introspect.records import Record, read_records
-from introspect.runner import in_shard, layers_grid, make_context, model_slug, parse_shard, run_grid
-from introspect.tasks.base import TASKS, ConfigError, TaskConfig, TaskSpec, Trial, get_task
+from introspect.records.jsonl import Record, read_records
+from introspect.tasks import get_task
+from introspect.tasks.base import TASKS, ConfigError, TaskConfig, TaskSpec, Trial
+from introspect.tasks.runner import (
+    in_shard,
+    layers_grid,
+    make_context,
+    model_slug,
+    parse_shard,
+    run_grid,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ["--layers", "1", "2", "--alphas", "4", "8", "--n-concepts", "2", "--max-new-tokens", "4",

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from introspect.stats import (
+from introspect.stats.intervals import (
     _mcc_counts,
     bootstrap_diff,
     bootstrap_mean,
@@ -148,7 +148,7 @@ def test_pairwise_order_accuracy():
 
 
 def test_cluster_bootstrap_degenerate_cases():
-    from introspect.stats import Part, cluster_bootstrap, cluster_mean
+    from introspect.stats.intervals import Part, cluster_bootstrap, cluster_mean
 
     # every concept has the same rate: no between-concept spread, a zero-width interval
     x = [1, 0, 1, 0, 1, 0]
@@ -162,7 +162,7 @@ def test_cluster_bootstrap_degenerate_cases():
 
 
 def test_cluster_bootstrap_resamples_whole_concepts():
-    from introspect.stats import cluster_mean
+    from introspect.stats.intervals import cluster_mean
 
     # two concepts of very different size: the bootstrap distribution only ever holds
     # weighted means of the two concept means, so the interval spans exactly [0, 1]
@@ -179,7 +179,7 @@ def test_cluster_bootstrap_coverage_beats_naive_on_clustered_data():
     """Concepts drawn from a population whose rates vary (Beta(0.6, 1.4), mean 0.3); 20 concepts
     × 10 samples each. Wilson treats the 200 correlated answers as independent and misses the
     population rate about a third of the time; the concept bootstrap stays near 95%."""
-    from introspect.stats import cluster_mean
+    from introspect.stats.intervals import cluster_mean
 
     rng = np.random.default_rng(7)
     true, n_sim = 0.3, 200
@@ -197,7 +197,7 @@ def test_cluster_bootstrap_coverage_beats_naive_on_clustered_data():
 
 
 def test_crossed_bootstrap_keeps_prompt_spread():
-    from introspect.stats import Part, cluster_bootstrap
+    from introspect.stats.intervals import Part, cluster_bootstrap
 
     # the value depends on the prompt only: one-way over concepts sees no spread, two-way does
     concept = ["a", "a", "b", "b", "c", "c"]
@@ -210,7 +210,7 @@ def test_crossed_bootstrap_keeps_prompt_spread():
 
 
 def test_cluster_bootstrap_combines_parts_with_shared_draws():
-    from introspect.stats import Part, cluster_bootstrap
+    from introspect.stats.intervals import Part, cluster_bootstrap
 
     # part 0 minus part 1, same concepts: every concept's difference is exactly 0.1
     a, b = [0.5, 0.7, 0.2], [0.4, 0.6, 0.1]
@@ -221,7 +221,7 @@ def test_cluster_bootstrap_combines_parts_with_shared_draws():
 
 
 def test_holm_matches_hand_values():
-    from introspect.stats import holm
+    from introspect.stats.holm import holm
 
     assert holm([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.09, 0.09, 0.2])
     out = holm([0.01, None, float("nan"), 0.02])
@@ -232,7 +232,7 @@ def test_holm_matches_hand_values():
 def test_holm_equals_statsmodels():
     from statsmodels.stats.multitest import multipletests
 
-    from introspect.stats import holm
+    from introspect.stats.holm import holm
 
     rng = np.random.default_rng(0)
     for _ in range(20):

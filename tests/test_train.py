@@ -16,11 +16,11 @@ import pytest
 import torch
 import yaml
 
-from introspect import prompts as P
-from introspect.decode import next_token_logprobs
+from introspect.engine.load.models import ModelError, load_model, model_info
+from introspect.engine.run.decode import next_token_logprobs
 from introspect.grading import word_match
-from introspect.models import ModelError, load_model, model_info
-from introspect.prompts import load_words
+from introspect.tasks import prompts as P
+from introspect.tasks.prompts import load_words
 from introspect.train import data as D
 from introspect.train import loop as L
 from introspect.train import lora

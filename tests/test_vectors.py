@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from introspect.chat import Prompt
-from introspect.vectors import (
+from introspect.engine.run.chat import Prompt
+from introspect.engine.vectors import (
     VectorCacheError,
     build_concept_vectors,
     load_vector,

@@ -3,8 +3,9 @@
 Data flows load → vectors → inject/decode → prompts → tasks → grading → records → report.
 """
 
-from introspect.chat import Conversation, Prompt, render
-from introspect.decode import (
+from introspect.engine.load.models import DEFAULT_MODEL, load_model, model_info
+from introspect.engine.run.chat import Conversation, Prompt, render
+from introspect.engine.run.decode import (
     DecodeStats,
     Generation,
     Sampling,
@@ -13,18 +14,18 @@ from introspect.decode import (
     next_token_logprobs,
     stream_seed,
 )
-from introspect.inject import From, InjectionSpec, injecting
-from introspect.models import DEFAULT_MODEL, load_model, model_info
-from introspect.tasks.base import RunContext, TaskConfig, get_task, run_task
-from introspect.train import TrainConfig
-from introspect.train import train as train_adapter
-from introspect.vectors import (
+from introspect.engine.run.inject import From, InjectionSpec, injecting
+from introspect.engine.vectors import (
     ConceptVector,
     VectorBank,
     build_concept_vector,
     build_concept_vectors,
     residuals,
 )
+from introspect.tasks import get_task, run_task
+from introspect.tasks.base import RunContext, TaskConfig
+from introspect.train import TrainConfig
+from introspect.train import train as train_adapter
 
 __all__ = [
     "DEFAULT_MODEL", "ConceptVector", "Conversation", "DecodeStats", "From", "Generation", "InjectionSpec",
@@ -37,7 +38,7 @@ __all__ = [
 
 def context(model, cfg: TaskConfig | None = None, *, run_id: str = "notebook") -> RunContext:
     """A RunContext for notebook use: the model, its identity, a config and a vector bank."""
-    from introspect.runner import make_context
+    from introspect.tasks.runner import make_context
 
     return make_context(model, cfg or TaskConfig(), run_id)
 

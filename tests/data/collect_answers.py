@@ -42,9 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     import introspect as I
-    from introspect import prompts as P
-    from introspect.inject import From, InjectionSpec, generate
-    from introspect.vectors import VectorBank
+    from introspect.engine.run.decode import generate
+    from introspect.engine.run.inject import From, InjectionSpec
+    from introspect.engine.vectors import VectorBank
+    from introspect.tasks import prompts as P
 
     model = I.load_model(args.model)
     tok = model.tokenizer

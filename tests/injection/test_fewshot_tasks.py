@@ -6,12 +6,11 @@ from collections import Counter
 import pytest
 
 import introspect as I
-from introspect.chat import render
-from introspect.inject import From
-from introspect.prompts import FROM_MARK, load_words
-from introspect.tasks import fewshot
-from introspect.tasks.base import get_task
+from introspect.engine.run.chat import render
+from introspect.engine.run.inject import From
+from introspect.tasks import fewshot, get_task
 from introspect.tasks.injection import examples  # noqa: F401  (registers the kinds)
+from introspect.tasks.prompts import FROM_MARK, load_words
 
 KINDS = ("A", "A-seed", "B-paper-thought", "B-paper-repeat", "B-seed-thought", "B-seed-repeat", "B-mc",
          "C-paper", "C-seed")
@@ -88,7 +87,7 @@ def test_format_is_automatic_without_a_chat_template(tiny_model):
 
 def test_marks_land_in_the_trial_not_in_an_example(tiny_model):
     m = tiny_model("llama")
-    from introspect.prompts import task_a_paper
+    from introspect.tasks.prompts import task_a_paper
     conv = fewshot.with_examples("A", task_a_paper(1))
     p = render(m.tokenizer, conv, chat=False)
     start = p.spans[FROM_MARK][0]

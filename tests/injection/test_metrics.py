@@ -15,13 +15,14 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from introspect import clustered as C
-from introspect.records import Record
+from introspect.records.jsonl import Record
 from introspect.report.load import flatten_trial
 from introspect.report.metrics import summarize
+from introspect.stats import clustered as C
+from introspect.stats.holm import add_holm
 from introspect.tasks.injection.metrics_a import logit
 from introspect.tasks.injection.metrics_steer import STEER_NATS, steering_table
-from introspect.tasks.tidy import add_holm, pair, row
+from introspect.tasks.tidy import pair, row
 
 M = "tiny/m"
 WORDS = ["w1", "w2", "w3", "w4", "w5", "w6"]
@@ -158,7 +159,7 @@ def test_holm_family_is_every_framing_cell_and_headline_metric(summary):
     head = summary[summary["metric"].isin(("net", "identification_vs_random", "introspection_score"))
                    & (summary["variant"] == "paper")]
     assert len(head) == 6  # 3 metrics × 2 cells
-    from introspect.stats import holm
+    from introspect.stats.holm import holm
 
     assert head["p_holm"].tolist() == pytest.approx(holm(head["p"].tolist()).tolist())
 

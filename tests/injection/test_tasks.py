@@ -4,9 +4,10 @@ plus the real default model for task D's think − don't-think difference."""
 import pytest
 
 import introspect as I
-from introspect.prompts import PromptLeakError, check_no_leak, task_d
-from introspect.records import validate
-from introspect.tasks.base import ConfigError, get_task
+from introspect.records.jsonl import validate
+from introspect.tasks import get_task
+from introspect.tasks.base import ConfigError
+from introspect.tasks.prompts import PromptLeakError, check_no_leak, task_d
 
 
 def _cfg(**kw):
@@ -132,7 +133,7 @@ def test_placebo_through_the_runner_is_bitwise_its_control(tiny_model, tmp_path,
     Now controls run with the first layer's trials, in plan order (one thread: bitwise)."""
     import json
 
-    from introspect.runner import run_grid
+    from introspect.tasks.runner import run_grid
 
     threads(1)
     cfg = _cfg(variant="paper", layers=(1,), alphas=(4.0,), n_concepts=3, n_samples=2, batch_size=8,
@@ -148,7 +149,7 @@ def test_placebo_through_the_runner_is_bitwise_its_control(tiny_model, tmp_path,
 
 
 def test_batches_end_where_a_group_ends():
-    from introspect.decode import _chunk
+    from introspect.engine.run.decode import _chunk
 
     group = ["a"] * 5 + ["b"] * 5 + ["c"] * 5 + ["d"] * 12
     order = list(range(len(group)))
@@ -176,9 +177,9 @@ def test_task_c_mismatch_shares_the_control_stream(tiny_model):
 
 
 def test_resid_units_scale_alpha_by_the_norm_at_the_injected_positions(tiny_model):
-    from introspect import prompts as P
-    from introspect.chat import render
-    from introspect.vectors import residuals
+    from introspect.engine.run.chat import render
+    from introspect.engine.vectors import residuals
+    from introspect.tasks import prompts as P
 
     m = tiny_model("llama")
     ctx = I.context(m, _cfg(alpha_units="resid", alphas=(0.5,)))

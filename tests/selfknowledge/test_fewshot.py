@@ -9,8 +9,8 @@ import pytest
 
 import introspect as I
 from introspect.data import load_questions, load_xstest
-from introspect.tasks import fewshot
-from introspect.tasks.base import ConfigError, get_task
+from introspect.tasks import fewshot, get_task
+from introspect.tasks.base import ConfigError
 from introspect.tasks.selfknowledge import common, delegate, seb
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from introspect.records import JsonlWriter, Record, make_header
+from introspect.records.jsonl import JsonlWriter, Record, make_header
 from introspect.report.rasch import (
     RaschError,
     benchmark_items,
@@ -242,7 +242,8 @@ def test_rasch_cli_tables_files_and_errors(tmp_path, capsys):
 
 def test_ability_task_answers_an_independent_file(tiny_model, tmp_path):
     import introspect as I
-    from introspect.tasks.base import ConfigError, get_task
+    from introspect.tasks import get_task
+    from introspect.tasks.base import ConfigError
     from introspect.tasks.selfknowledge.metrics import summarize_sk
 
     shared = Path(__file__).resolve().parents[3] / "shared" / "data" / "evals_sandbagging_mmlu200.jsonl"

@@ -8,7 +8,7 @@ import introspect as I
 from introspect.report.compare import HEADLINES, headline_table
 from introspect.report.load import flatten_trial
 from introspect.report.metrics import summarize
-from introspect.tasks.base import get_task
+from introspect.tasks import get_task
 
 SK = ["seb-association", "seb-restriction", "seb-difficulty", "delegate", "recovery"]
 # shown only when their condition holds (a K = 1 truth, a short-answer game, a fitted regression,

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from introspect.stats import pairwise_order_accuracy
+from introspect.stats.intervals import pairwise_order_accuracy
 from introspect.tasks.selfknowledge import metrics as M
 from introspect.tasks.selfknowledge.common import Decision
 from introspect.tasks.selfknowledge.difficulty import grade_difficulty
@@ -296,7 +296,7 @@ def test_delegate_lr_and_delta_bic_by_hand():
     assert _get(s, "delta_bic[correct-entropy]").value == pytest.approx(want, abs=1e-4)
     # game-phase entropy analysed beside baseline entropy, and the two agree
     assert _get(s, "spearman[entropy,game_entropy]").value > 0.8
-    from introspect.auroc import auroc_point
+    from introspect.stats.auroc import auroc_point
     gent = np.array([x["game_entropy"] for x in grades])
     assert _get(s, "game_entropy_auroc[error]").value == pytest.approx(auroc_point(gent, err))
 
@@ -368,7 +368,7 @@ def test_clustered_wald_uses_t_with_clusters_minus_one_df():
     """Six clusters: p = 2 t_5.sf(|b / se|), wider than the normal reference would give."""
     from scipy.stats import norm, t
 
-    from introspect.tasks.selfknowledge.skstats import logit_fit
+    from introspect.stats.items import logit_fit
 
     rng = np.random.default_rng(3)
     x = rng.normal(size=60)

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 import introspect as I
-from introspect.chat import Prompt
 from introspect.data import ArithmeticQuestion, DataError, MCQuestion
-from introspect.inject import next_token_logprobs
-from introspect.records import validate
+from introspect.engine.run.chat import Prompt
+from introspect.engine.run.decode import next_token_logprobs
+from introspect.records.jsonl import validate
 from introspect.report.load import flatten_trial
-from introspect.tasks.base import ConfigError, get_task
+from introspect.tasks import get_task
+from introspect.tasks.base import ConfigError
 from introspect.tasks.selfknowledge import delegate, recovery, seb
 from introspect.tasks.selfknowledge.common import (
     PREFILL,

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import introspect as I
-from introspect.judge import JudgeVerdict
 from introspect.report.load import flatten_trial
+from introspect.tasks.judge import JudgeVerdict
 from introspect.tasks.selfknowledge import delegate
 from introspect.tasks.selfknowledge import metrics as M
 from introspect.tasks.selfknowledge.common import n_draws
@@ -155,8 +155,8 @@ def test_surface_baseline_is_scored_per_draw_like_the_model():
 
 def test_judge_option_reads_a_comma_list_as_several_judges(monkeypatch):
     """``--option judge=a,b`` arrives as the string "a,b": two judges, not one named "a,b"."""
-    import introspect.judge as J
-    import introspect.models as models
+    import introspect.engine.load.models as models
+    import introspect.tasks.judge as J
     from introspect.tasks.selfknowledge import shortanswer
 
     monkeypatch.setattr(models, "load_model", lambda name: f"model:{name}")

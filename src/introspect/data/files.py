@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -66,11 +67,15 @@ def clean_words(items: Any) -> tuple[str, ...]:
     return tuple(out.values())
 
 
+def concepts_dir() -> Path:
+    """``$INTROSPECT_CONCEPTS`` if set, else the repository's ``concepts/`` directory."""
+    env = os.environ.get("INTROSPECT_CONCEPTS")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "concepts"
+
+
 def read_yaml(path: Path | str | None, default: str, expected: str) -> tuple[Path, Any]:
     """A YAML file's parsed value; ``path`` None reads ``default`` from the concepts folder."""
     import yaml
-
-    from introspect.prompts import concepts_dir
 
     p, text = read_text(path if path is not None else concepts_dir() / default, expected)
     try:

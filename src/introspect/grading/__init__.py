@@ -5,7 +5,7 @@ grade is a pure function of the response text. Strict formats (``INJECTION: w``,
 ``INTENT: YES``) are parsed exactly; the paper's free-form variants use documented rules that
 first cut the answer at a made-up next turn (``cut_at_next_turn``) and then read only what it
 asserts (not questions, conditionals, hedges or word salad). An optional LLM judge
-(``introspect.judge``) exists for secondary analyses and agreement checks only.
+(``introspect.tasks.judge``) exists for secondary analyses and agreement checks only.
 
 Modules: ``words`` (word forms, matching), ``text`` (cutting, sentences, coherence),
 ``detection`` (task A and yes/no), ``formats`` (task B), ``intent`` (task C), ``tokens``

@@ -6,7 +6,7 @@ Two notions of "the same word", kept apart on purpose:
   would silently change which prompts are rejected.
 * ``inflections`` — what identification accepts: the plural/singular forms plus -ing, -ed,
   possessive ('s, s') forms; case never matters. Synonyms and related words are *not* forms: only
-  the optional LLM judge (``introspect.judge``) may accept those, and it reports separately.
+  the optional LLM judge (``introspect.tasks.judge``) may accept those, and it reports separately.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-CARD_PREFIX = "model card: "  # introspect.models.CARD_NOTE (kept literal: reports load without torch)
+CARD_PREFIX = "model card: "  # introspect.engine.load.models.CARD_NOTE (kept literal: reports load without torch)
 CARD_COLUMNS = ["model", "family", "parameters", "layers", "d_model", "quantization", "dtype",
                 "fingerprint"]
 HEADLINE_COLUMNS = ["task", "variant", "metric", "role", "model_id", "value", "lo", "hi", "n",

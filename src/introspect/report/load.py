@@ -1,6 +1,6 @@
 """Load JSONL results into pandas: trial records as flat rows, header records as a run table.
 
-Layout (see ``introspect.records``): ``results/<model>/<task>.jsonl``, header lines
+Layout (see ``introspect.records.jsonl``): ``results/<model>/<task>.jsonl``, header lines
 (``type: header``) interleaved with trial lines (``type: trial``). Torn or invalid lines are
 skipped by ``read_records``. A trial run twice (same non-empty ``trial_id``, e.g. after a resume
 that raced) counts once: the last copy wins.
@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from introspect.records import Record, read_records
+from introspect.records.jsonl import Record, read_records
 
 TRIAL_COLUMNS: list[str] = [f.name for f in fields(Record) if f.name not in ("grade", "extra")] + [
     "source"

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from introspect.report.load import load_results
-from introspect.stats import bootstrap_mean
+from introspect.stats.intervals import bootstrap_mean
 from introspect.tasks.injection.metrics import SUMMARIES as INJECTION_SUMMARIES
 from introspect.tasks.selfknowledge.metrics import SUMMARIES as SK_SUMMARIES
 from introspect.tasks.tidy import (

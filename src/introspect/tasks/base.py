@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from introspect.records import Record, trial_id
+from introspect.records.jsonl import Record, trial_id
 
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
 
-    from introspect.decode import Sampling
-    from introspect.vectors import VectorBank
+    from introspect.engine.run.decode import Sampling
+    from introspect.engine.vectors import VectorBank
 
 
 # Params that say what is injected, not what is asked: they stay out of the RNG stream key.
@@ -54,7 +54,7 @@ class TaskConfig:
     n_samples: int = 1
 
     def __post_init__(self) -> None:
-        from introspect.decode import SamplingError
+        from introspect.engine.run.decode import SamplingError
 
         try:
             self.sampling  # noqa: B018  (validates)
@@ -65,7 +65,7 @@ class TaskConfig:
 
     @property
     def sampling(self) -> Sampling:
-        from introspect.decode import Sampling
+        from introspect.engine.run.decode import Sampling
 
         return Sampling(float(self.temperature), float(self.top_p), int(self.top_k))
 
@@ -173,17 +173,3 @@ def register(spec: TaskSpec) -> TaskSpec:
     """Add a task to the registry by name (called once at the bottom of each task module)."""
     TASKS[spec.name] = spec
     return spec
-
-
-def get_task(name: str) -> TaskSpec:
-    from introspect import tasks as _  # noqa: F401  (importing the package registers every task)
-
-    if name not in TASKS:
-        raise ConfigError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
-    return TASKS[name]
-
-
-def run_task(ctx: RunContext, name: str) -> list[Record]:
-    """Plan and execute every trial of a task (no files, no resume): the notebook entry point."""
-    spec = get_task(name)
-    return list(spec.execute(ctx, spec.plan(ctx)))

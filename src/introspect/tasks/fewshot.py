@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from introspect.chat import Conversation, has_chat_template
+from introspect.engine.run.chat import Conversation, has_chat_template
 from introspect.tasks.base import ConfigError
 
 STOP = ("\nHuman:", "\nhuman:", "\n\nH:")  # the made-up next turn a base model writes

@@ -4,7 +4,7 @@ Why its own module: task families' summarisers (``injection.metrics``) and the r
 summariser build the same rows the same way; keeping the row format here keeps them in step
 without the tasks importing the report.
 
-The unit of replication is the concept (``introspect.clustered``): every row's estimate is the
+The unit of replication is the concept (``introspect.stats.clustered``): every row's estimate is the
 mean of its concepts' values and ``ci`` names the interval: ``wilson-deff-t(concept)`` (rates),
 ``newcombe-deff-t(concept)`` (paired 0/1 differences), ``t(concept)`` (means and continuous
 differences), ``wilson`` (answers with no concept, treated as independent), ``newcombe-unpaired``
@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect import clustered as C
-from introspect.stats import holm
+from introspect.stats import clustered as C
 
 KEYS = ["model_id", "task", "layer_idx", "alpha", "alpha_units", "variant"]
 CELL = ["layer_idx", "alpha", "alpha_units"]
@@ -236,35 +235,6 @@ def combo_row(keys: dict[str, Any], metric: str, parts: list[tuple[Any, Any]], c
     if not vals.size:
         return []
     return est_row(keys, metric, C.concept_mean(vals, n, test=True), condition, note)
-
-
-def add_holm(rows: list[dict[str, Any]], headline: set[str] | None = None) -> list[dict[str, Any]]:
-    """Fill ``p_holm`` in place: one family per (model, task) holding every variant, cell and
-    ``headline`` metric (what a headline or a verdict picks from); every other metric with a p is
-    a family of its own per (model, task, metric) over variants and cells. Rows of another task
-    or without a p are left alone."""
-    fam: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if math.isnan(r.get("p", NAN)):
-            continue
-        key = ((r["model_id"], r["task"], "headline") if headline and r["metric"] in headline
-               else (r["model_id"], r["task"], r["metric"]))
-        fam.setdefault(key, []).append(r)
-    for members in fam.values():
-        for r, adj in zip(members, holm([r["p"] for r in members])):
-            r["p_holm"] = float(adj)
-            r["holm_m"] = len(members)
-    return rows
-
-
-def holm_interval(r: dict[str, Any], alpha: float = 0.05) -> tuple[float, float]:
-    """The row's interval at level 1 − alpha/m (m = its Holm family's size; Bonferroni, so it
-    is conservative), for claims that must survive the multiplicity of a headline."""
-    e = r.get("_est")
-    m = int(r.get("holm_m", 1))
-    if e is None or e.refit is None or math.isnan(r["lo"]):
-        return NAN, NAN
-    return e.refit(1 - alpha / m)
 
 
 SPLIT_SEED = 0

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
+from introspect.engine.run.inject import From, InjectionSpec
 from introspect.grading import grade_task_A
-from introspect.inject import From, InjectionSpec
 from introspect.train import data as D
 
 
@@ -32,9 +32,9 @@ def detection_check(model: Any, words: Sequence[str], layer: int, strength: floa
     word), the residual norm and the concept vectors' mean raw norm (raw α = strength × resid_norm
     / raw_norm), and the answers themselves.
     """
-    from introspect.decode import generate
-    from introspect.prompts import load_words
-    from introspect.vectors import build_concept_vectors, residuals
+    from introspect.engine.run.decode import generate
+    from introspect.engine.vectors import build_concept_vectors, residuals
+    from introspect.tasks.prompts import load_words
 
     base = list(baseline) if baseline is not None else list(load_words().baseline)
     prompt = D.render(model.tokenizer, D.detection_conv(phrasing, trial))
@@ -69,7 +69,7 @@ def training_budget(model: Any = None, *, layer: int | None = None, steps: int =
     ``TrainConfig.steps``) and this process's peak resident memory in MiB. For
     ``experiments.bench``: run it with nothing else on the machine, or the figure is contended.
     """
-    from introspect.models import DEFAULT_MODEL, load_model
+    from introspect.engine.load.models import DEFAULT_MODEL, load_model
     from introspect.train.loop import TrainConfig, train
 
     t0 = time.perf_counter()

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from introspect import prompts as P
-from introspect.chat import Conversation, Prompt, has_chat_template, render
+from introspect.engine.run.chat import Conversation, Prompt, has_chat_template, render
 from introspect.grading import word_match
+from introspect.tasks import prompts as P
 
 YES = "Yes, I detect an injected thought. It is about {word}."
 NO = "No, I don't detect an injected thought."

@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
-from introspect.inject import From, InjectionSpec, injecting
-from introspect.models import model_info
-from introspect.prompts import load_words
+from introspect.engine.load.models import model_info
+from introspect.engine.run.inject import From, InjectionSpec, injecting
+from introspect.tasks.prompts import load_words
 from introspect.train import data as D
 from introspect.train import lora
 
@@ -122,8 +122,8 @@ class StepStats:
 # ---------------------------------------------------------------- preparation
 def prepare(model: Any, cfg: TrainConfig, *, replay: list[D.ReplayItem] | None = None) -> Plan:
     """Split the concepts, build their vectors at the layer, measure residual norms, replay answers."""
-    from introspect.decode import generate
-    from introspect.vectors import build_concept_vectors, residuals
+    from introspect.engine.run.decode import generate
+    from introspect.engine.vectors import build_concept_vectors, residuals
 
     words = load_words(cfg.words_file)
     train_words, replay_prompts = D.load_train_words(cfg.train_words_file)
@@ -175,7 +175,7 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
     out; the shared prefix (before every row's first injected position) runs once without
     gradient, its KV cache copied to every row.
     """
-    from introspect.decode import _new_cache
+    from introspect.engine.run.decode import _new_cache
 
     hf, dev = model.original_model, model.cfg.device
     pad = model.tokenizer.pad_token_id or 0
@@ -275,7 +275,7 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
 def loadable_name(model: Any) -> str:
     """What ``load_model`` takes to load this model again: its registry name, else the path or
     hub id the HF weights came from (a display name such as a folder's last part is not enough)."""
-    from introspect.models import registry
+    from introspect.engine.load.models import registry
 
     name = model_info(model).name
     if name in registry():

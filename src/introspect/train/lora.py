@@ -11,7 +11,6 @@ the results-folder guard keep base and adapter apart.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -21,19 +20,18 @@ from typing import Any
 
 import torch
 
-from introspect.gguf_files import ModelError
+from introspect.engine.load.adapters import (  # noqa: F401  (the adapter's files: written here, read there)
+    ADAPTER_NOTE,
+    CONFIG_FILE,
+    META_FILE,
+    PEFT_PREFIX,
+    WEIGHTS_FILE,
+    AdapterError,
+    read_adapter,
+    state_hash,
+)
 
 BRIDGE_SEG = "._original_component"  # how the bridge nests each wrapped HF module
-META_FILE = "introspect_adapter.json"  # hash, base model, fingerprint, training config
-WEIGHTS_FILE = "adapter_model.safetensors"
-CONFIG_FILE = "adapter_config.json"
-PEFT_PREFIX = "base_model.model."
-
-
-class AdapterError(ModelError):
-    """An adapter directory that is missing, incomplete, tampered with or for another model."""
-
-
 def _linear_types() -> tuple[type, ...]:
     from transformers.pytorch_utils import Conv1D
 
@@ -119,16 +117,6 @@ def load_adapter_state(model: Any, state: dict[str, torch.Tensor]) -> None:
             p.copy_(state[k].to(p.dtype))
 
 
-def state_hash(state: dict[str, torch.Tensor], config: dict[str, Any]) -> str:
-    """Hash of the adapter tensors (names, shapes, float32 bytes) and its LoRA settings."""
-    h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
-    for k in sorted(state):
-        t = state[k].to(torch.float32).contiguous()
-        h.update(f"{k}:{tuple(t.shape)}".encode())
-        h.update(t.numpy().tobytes())
-    return f"lora:{h.hexdigest()[:16]}"
-
-
 def _hash_config(cfg: Any) -> dict[str, Any]:
     return {"r": cfg.r, "lora_alpha": cfg.lora_alpha, "target_modules": sorted(cfg.target_modules),
             "fan_in_fan_out": bool(cfg.fan_in_fan_out)}
@@ -174,69 +162,3 @@ def save_adapter(model: Any, out: Path | str, *, layer: int, meta: dict[str, Any
                        "lora_alpha": float(cfg.lora_alpha)}, indent=2, sort_keys=True)
     _atomic_bytes(out / META_FILE, lambda tmp: Path(tmp).write_text(body))
     return digest
-
-
-def read_adapter(path: Path | str) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]]:
-    """(metadata, tensors, peft config dict) of an adapter directory, its hash checked."""
-    from safetensors.torch import load_file
-
-    d = Path(path).expanduser()
-    missing = [f for f in (META_FILE, WEIGHTS_FILE, CONFIG_FILE) if not (d / f).is_file()]
-    if not d.is_dir() or missing:
-        what = "not a directory" if not d.is_dir() else f"missing {', '.join(missing)}"
-        raise AdapterError(f"{d} is not an adapter directory from experiments.train_aware ({what})")
-    try:
-        meta = json.loads((d / META_FILE).read_text())
-        config = json.loads((d / CONFIG_FILE).read_text())
-        state = load_file(str(d / WEIGHTS_FILE))
-    except (OSError, ValueError) as e:
-        raise AdapterError(f"{d}: unreadable adapter ({' '.join(str(e).split())[:120]})") from e
-    want = meta.get("adapter_hash")
-    got = state_hash(state, {"r": config.get("r"), "lora_alpha": config.get("lora_alpha"),
-                             "target_modules": sorted(config.get("target_modules") or []),
-                             "fan_in_fan_out": bool(config.get("fan_in_fan_out"))})
-    if want != got:
-        raise AdapterError(f"{d}: adapter weights do not match their recorded hash ({want} vs {got})")
-    return meta, state, config
-
-
-def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: str) -> dict[str, Any]:
-    """Merge the adapter at ``path`` into a plain HF model in place; returns its metadata.
-
-    Refuses an adapter trained on other weights (its recorded base fingerprint differs).
-    """
-    from peft import PeftModel
-
-    meta, _, _ = read_adapter(path)
-    if meta.get("base_fingerprint") != base_fingerprint:
-        raise AdapterError(f"adapter {path} was trained on {meta.get('base_model')!r} "
-                           f"(fingerprint {meta.get('base_fingerprint')}), not on this model ({base_fingerprint})")
-    try:
-        peft_model = PeftModel.from_pretrained(hf_model, str(Path(path).expanduser()))
-    except (OSError, ValueError, KeyError, RuntimeError) as e:
-        raise AdapterError(f"cannot apply adapter {path}: {' '.join(str(e).split())[:160]}") from e
-    peft_model.merge_and_unload()
-    return meta
-
-
-ADAPTER_NOTE = "adapter: "  # prefix of the JSON note carrying the adapter's identity into run headers
-
-
-def adapted_info(info: Any, meta: dict[str, Any]) -> Any:
-    """The ModelInfo of a base model with an adapter merged in: a name and fingerprint of its own
-    (results folders, vector caches and the results guard keep it apart from the base), the card
-    note extended with the adapter, and a note with its hash, base model and training config."""
-    from dataclasses import replace
-
-    from introspect.models import CARD_NOTE
-
-    tag = str(meta["adapter_hash"])
-    name = f"{info.name}+{tag.replace(':', '-')[:13]}"
-    fingerprint = f"{info.fingerprint}+{tag}"
-    ident = {"adapter": tag, "base_model": meta.get("base_model"), "base_fingerprint": meta.get("base_fingerprint"),
-             "layer": meta.get("layer"), "rank": meta.get("rank")}
-    card = {**info.card(), "model": name, "fingerprint": fingerprint, **ident}
-    notes = [n for n in info.notes if not n.startswith(CARD_NOTE)]
-    notes.append(ADAPTER_NOTE + json.dumps({**ident, "training": meta.get("training", {})}, sort_keys=True))
-    notes.append(CARD_NOTE + json.dumps(card, sort_keys=True))
-    return replace(info, name=name, fingerprint=fingerprint, notes=tuple(notes))

@@ -17,15 +17,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from introspect.chat import Conversation, Prompt, render
-from introspect.decode import Generation, generate
+from introspect.engine.run.chat import Conversation, Prompt, render
+from introspect.engine.run.decode import Generation, generate
+from introspect.engine.run.inject import From, InjectionSpec, Positions
+from introspect.engine.vectors import residuals
 from introspect.grading import NEXT_TURN_STOPS, yes_no_probs, yes_no_token_ids
-from introspect.inject import From, InjectionSpec, Positions
-from introspect.prompts import check_no_leak, load_sentences, load_words
 from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, Trial
 from introspect.tasks.injection import examples as _examples  # noqa: F401  (registers the few-shot kinds)
-from introspect.vectors import residuals
+from introspect.tasks.prompts import check_no_leak, load_sentences, load_words
 
 
 def pick_concepts(ctx_or_cfg: Any) -> list[str]:

@@ -15,7 +15,7 @@ is …" / "No, …"), ``A-seed`` (strict tokens), ``B-<paper|seed>-<thought|repe
 
 from __future__ import annotations
 
-from introspect import prompts as P
+from introspect.tasks import prompts as P
 from introspect.tasks.fewshot import Example, register
 
 _LINES = (  # (line, a word it brings to mind, key terms)

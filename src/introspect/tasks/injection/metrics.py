@@ -19,18 +19,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from introspect.stats.holm import add_holm, holm_interval
 from introspect.tasks.injection.metrics_a import EFFECT_P, IDENTICAL, VERDICTS, power, summarize_a
 from introspect.tasks.injection.metrics_d import summarize_d
 from introspect.tasks.tidy import (
     CELL,
-    add_holm,
     baseline,
     col,
     concepts,
     diff_row,
     flag,
     groups,
-    holm_interval,
     mean_diff,
     mean_row,
     num,

@@ -2,7 +2,7 @@
 introspection score, and one verdict that follows the evidence.
 
 Why a module of its own: task A carries most of the controls the literature asks for, and each
-needs the same pairing. The unit is the concept (``introspect.clustered``); every concept has its
+needs the same pairing. The unit is the concept (``introspect.stats.clustered``); every concept has its
 own control per (trial, sample), decoded from the same stream. Per (framing, layer, α, units):
 
 - TPR, matched FPR, Net = TPR − FPR (paired; Newcombe interval, sign-flip p), the same among
@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect import clustered as C
+from introspect.stats import clustered as C
+from introspect.stats.holm import add_holm, holm_interval
 from introspect.tasks.injection.metrics_steer import (
     RULE,
     cell_steers,
@@ -45,7 +46,6 @@ from introspect.tasks.injection.metrics_steer import (
 from introspect.tasks.tidy import _HEAVY as HEAVY
 from introspect.tasks.tidy import (
     CELL,
-    add_holm,
     baseline,
     col,
     combo_row,
@@ -53,7 +53,6 @@ from introspect.tasks.tidy import (
     diff_row,
     flag,
     groups,
-    holm_interval,
     mean_diff,
     mean_row,
     num,

@@ -7,7 +7,7 @@ think − don't-think (variant ``plain``) and Lindsey's incentive pair rewarded 
 the mean residual of the baseline prompts (``cos_centred``), and the same difference is taken
 against unrelated concept vectors (``cos_ctrl``): that difference's interval is the control band,
 and ``delta_cos_specific`` = Δcos − Δcos_ctrl (per trial) is what is specific to the concept.
-Intervals: Student t over concepts (``introspect.clustered``); unpaired records fall back to an
+Intervals: Student t over concepts (``introspect.stats.clustered``); unpaired records fall back to an
 independent bootstrap. The control *band* is the spread of single unrelated concepts (a t
 prediction interval from each unrelated word's own Δcos, ``cos_ctrl_words``), which is what one
 concept's Δcos should be compared with, and ``above_band`` counts the concepts above it. The peak
@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from introspect import clustered as C
-from introspect.stats import bootstrap_diff
+from introspect.stats import clustered as C
+from introspect.stats.intervals import bootstrap_diff
 from introspect.tasks.tidy import (
     SPLIT_SEED,
     col,

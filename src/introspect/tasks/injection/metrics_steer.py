@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect import clustered as C
+from introspect.stats import clustered as C
 from introspect.tasks.tidy import (
     CELL,
     col,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from introspect import prompts as P
+from introspect.engine.run.inject import From
 from introspect.grading import (
     coherence,
     cut_at_next_turn,
@@ -34,8 +34,8 @@ from introspect.grading import (
     grade_task_A,
     parse_yes_no,
 )
-from introspect.inject import From
-from introspect.records import Record
+from introspect.records.jsonl import Record
+from introspect.tasks import prompts as P
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.injection import common
 

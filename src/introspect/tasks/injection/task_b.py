@@ -14,7 +14,6 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 
-from introspect import prompts as P
 from introspect.grading import (
     coherence,
     cut_at_next_turn,
@@ -23,7 +22,8 @@ from introspect.grading import (
     parse_task_B,
     parse_thought_free,
 )
-from introspect.records import Record
+from introspect.records.jsonl import Record
+from introspect.tasks import prompts as P
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
 from introspect.tasks.injection import common
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from introspect import prompts as P
 from introspect.grading import coherence, cut_at_next_turn, grade_task_C, parse_intent
-from introspect.records import Record
+from introspect.records.jsonl import Record
+from introspect.tasks import prompts as P
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
 from introspect.tasks.injection import common
 

@@ -22,8 +22,9 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from introspect import prompts as P
-from introspect.records import Record
+from introspect.engine.vectors import residuals
+from introspect.records.jsonl import Record
+from introspect.tasks import prompts as P
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
 from introspect.tasks.injection.common import (
     pick_concepts,
@@ -31,7 +32,6 @@ from introspect.tasks.injection.common import (
     sentence_param,
     variants,
 )
-from introspect.vectors import residuals
 
 VARIANTS = ("plain", "incentive")
 CONDITIONS = {"plain": ("think", "dont_think"), "incentive": ("rewarded", "punished")}

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from introspect.data import DataError, MCQuestion, load_questions
-from introspect.records import Record
+from introspect.records.jsonl import Record
 from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge.common import (
@@ -88,7 +88,7 @@ def summarize_ability(df):
     """Accuracy (logit argmax and parsed text), mean P(correct), mass and parse rates."""
     import numpy as np
 
-    from introspect.stats import bootstrap_mean
+    from introspect.stats.intervals import bootstrap_mean
     from introspect.tasks.selfknowledge.rows import b, frame, groups, num, prop, row
 
     rows: list[dict] = []

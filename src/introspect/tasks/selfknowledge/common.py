@@ -21,8 +21,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from introspect.chat import Conversation, Prompt, render
-from introspect.decode import Generation, Sampling, generate
+from introspect.engine.run.chat import Conversation, Prompt, render
+from introspect.engine.run.decode import Generation, Sampling, generate
 from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext
 

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from introspect.auroc import auroc_ci
+from introspect.stats.auroc import auroc_ci
+from introspect.stats.items import expand_draws
 from introspect.tasks.selfknowledge.rows import g, isnum, lists, num, with_source
-from introspect.tasks.selfknowledge.skstats import expand_draws
 
 ITEM_COLUMNS = ["model_id", "item", "task", "y", "weight"]
 SVO_COLUMNS = ["task", "predictor", "behaviour", "self", "metric", "value", "lo", "hi", "n", "p"]

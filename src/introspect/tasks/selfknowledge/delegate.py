@@ -34,9 +34,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from introspect.chat import Conversation
 from introspect.data import DataError, MCQuestion, ShortQuestion, arithmetic_mc, load_questions
-from introspect.records import Record
+from introspect.engine.run.chat import Conversation
+from introspect.records.jsonl import Record
 from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge.common import (

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from introspect.data import DataError, MCQuestion, arithmetic_questions, load_questions
-from introspect.records import Record
+from introspect.records.jsonl import Record
+from introspect.stats.items import pair_credit
 from introspect.tasks import fewshot
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge.common import (
@@ -52,7 +53,6 @@ from introspect.tasks.selfknowledge.parse import (
     parse_ranking,
     stated_result,
 )
-from introspect.tasks.selfknowledge.skstats import pair_credit
 
 _HARDER = ("harder means you are less likely to answer it correctly, or would need more words to "
            "answer it")

@@ -30,8 +30,18 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from introspect.auroc import auroc_ci
-from introspect.stats import bootstrap_mean, jeffreys_ci, mcc_ci
+from introspect.stats.auroc import auroc_ci
+from introspect.stats.intervals import bootstrap_mean, jeffreys_ci, mcc_ci
+from introspect.stats.items import (
+    _logit,
+    cluster_boot,
+    fisher,
+    logit_fit,
+    lr_test,
+    odds_ratios,
+    ols_fit,
+    surface_auroc,
+)
 from introspect.tasks.selfknowledge.rows import (
     b,
     draw_rows,
@@ -44,16 +54,6 @@ from introspect.tasks.selfknowledge.rows import (
     value,
     with_source,
     z,
-)
-from introspect.tasks.selfknowledge.skstats import (
-    _logit,
-    cluster_boot,
-    fisher,
-    logit_fit,
-    lr_test,
-    odds_ratios,
-    ols_fit,
-    surface_auroc,
 )
 
 

@@ -17,8 +17,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect.auroc import auroc_ci
-from introspect.stats import bootstrap_mean
+from introspect.stats.auroc import auroc_ci
+from introspect.stats.intervals import bootstrap_mean
+from introspect.stats.items import (
+    boot_mean,
+    cross_validated_p,
+    expand_draws,
+    paired_binary,
+    rate_ci,
+    surface_auroc,
+)
 from introspect.tasks.selfknowledge.ability import summarize_ability
 from introspect.tasks.selfknowledge.game_metrics import summarize_delegate
 from introspect.tasks.selfknowledge.probe import summarize_probe
@@ -38,14 +46,6 @@ from introspect.tasks.selfknowledge.rows import (
     row,
     value,
     with_source,
-)
-from introspect.tasks.selfknowledge.skstats import (
-    boot_mean,
-    cross_validated_p,
-    expand_draws,
-    paired_binary,
-    rate_ci,
-    surface_auroc,
 )
 
 __all__ = ["SK_COLUMNS", "SUMMARIES", "summarize_sk"]

@@ -26,12 +26,14 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from introspect.auroc import auroc_ci, auroc_point
-from introspect.chat import Conversation
 from introspect.data import MCQuestion
-from introspect.decode import generate
-from introspect.inject import From, InjectionSpec
-from introspect.records import Record
+from introspect.engine.run.chat import Conversation
+from introspect.engine.run.decode import generate
+from introspect.engine.run.inject import From, InjectionSpec
+from introspect.engine.vectors import residuals
+from introspect.records.jsonl import Record
+from introspect.stats.auroc import auroc_ci, auroc_point
+from introspect.stats.items import grouped_folds
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge import delegate as D
 from introspect.tasks.selfknowledge.common import (
@@ -44,8 +46,6 @@ from introspect.tasks.selfknowledge.common import (
     rendered,
     user,
 )
-from introspect.tasks.selfknowledge.skstats import grouped_folds
-from introspect.vectors import residuals
 
 
 @dataclass(frozen=True)
@@ -199,8 +199,8 @@ def summarize_probe(df: Any) -> Any:
     (paired by question against α = 0) for the probe and the random direction."""
     import pandas as pd
 
+    from introspect.stats.items import boot_mean
     from introspect.tasks.selfknowledge.rows import b, frame, g, groups, num, row, value
-    from introspect.tasks.selfknowledge.skstats import boot_mean
 
     rows: list[dict] = []
     for keys, s in groups(df, ("model_id", "task")):

@@ -32,10 +32,10 @@ from typing import Any
 
 import torch
 
-from introspect.chat import Prompt
 from introspect.data import ArithmeticQuestion, arithmetic_questions
-from introspect.decode import Generation, next_token_logprobs
-from introspect.records import Record
+from introspect.engine.run.chat import Prompt
+from introspect.engine.run.decode import Generation, next_token_logprobs
+from introspect.records.jsonl import Record
 from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge.common import (

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect.stats import wilson
-from introspect.tasks.selfknowledge.skstats import score_block
+from introspect.stats.intervals import wilson
+from introspect.stats.items import score_block
 
 # n: the rows behind a figure (draws, pairs, trials); n_items: the distinct items (questions,
 # option words, targets) behind it, the unit its interval resamples
@@ -48,7 +48,7 @@ def n_unique(clusters: Any) -> int:
 
 def block(keys: dict[str, Any], prefix: str, p: np.ndarray, y: np.ndarray, clusters: np.ndarray,
           choice: np.ndarray | None = None, cond: str = "clean") -> list[dict]:
-    """``skstats.score_block`` as rows named ``<prefix><score>``; n = draws, n_items = clusters."""
+    """``stats.items.score_block`` as rows named ``<prefix><score>``; n = draws, n_items = clusters."""
     k = n_unique(clusters)
     return [row(keys, prefix + name, est, n, cond, n_items=k) for name, (est, n) in
             score_block(p, y, clusters, choice).items()]

@@ -32,7 +32,7 @@ from introspect.data import (
     load_xstest,
 )
 from introspect.grading import forms_pattern
-from introspect.records import Record
+from introspect.records.jsonl import Record
 from introspect.tasks import fewshot
 from introspect.tasks.base import RunContext, TaskSpec, Trial, register
 from introspect.tasks.selfknowledge.common import (

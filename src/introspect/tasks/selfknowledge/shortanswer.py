@@ -5,7 +5,7 @@ City"; neither error is visible in a rate. 003 scores a (string-normalised) exac
 right; any other reply goes to several judges and counts only when they agree, and replies
 without a consensus are excluded from the truth and counted. Here the judges are optional
 (``--option judge=<model>`` or a list of models, loaded like any other, through
-``introspect.judge.ModelJudge``); without a judge, a reply that is not an exact match is
+``introspect.tasks.judge.ModelJudge``); without a judge, a reply that is not an exact match is
 excluded, never guessed. Every grade says how it was reached (``exact`` / ``judge`` /
 ``excluded``) so the summary can report the exclusion rate beside the accuracy.
 """
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from introspect.judge import JudgeVerdict
+from introspect.tasks.judge import JudgeVerdict
 
 METHODS = ("exact", "judge", "excluded")
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
@@ -90,8 +90,8 @@ def judges_for(names: Any) -> list[Any]:
         names = [n for n in (x.strip() for x in names.split(",")) if n]
     key = tuple(str(n) for n in (names if isinstance(names, (list, tuple)) else [names]))
     if key not in _JUDGES:
-        from introspect.judge import ModelJudge
-        from introspect.models import load_model
+        from introspect.engine.load.models import load_model
+        from introspect.tasks.judge import ModelJudge
 
         _JUDGES[key] = [ModelJudge(load_model(n), model_id=n) for n in key]
     return _JUDGES[key]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,9 @@ from typing import Any
 import torch
 import yaml
 
-from introspect import attention, devices, fastpath, gguf_files, hub
-from introspect.gguf_files import ModelError
+from introspect.engine.load import attention, devices, fastpath, gguf_files, hub
+from introspect.engine.load.adapters import ADAPTER_NOTE, merge_into
+from introspect.engine.load.gguf_files import ModelError
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _REGISTRY_FILE = Path(__file__).with_name("models.yaml")
@@ -286,13 +287,13 @@ def load_model(
 
     ``name_or_path``: a registry name, a hub id, a local HF directory or a local ``.gguf`` file
     (dequantized once into the cache, keyed by the file's sha256); a hub id is fetched as a snapshot
-    first (``introspect.hub``). Weights load straight onto ``device`` (default: the GPU if there is
+    first (``introspect.engine.load.hub``). Weights load straight onto ``device`` (default: the GPU if there is
     one); a model too large for one GPU is spread over all of them, as ``device_map="auto"`` does
-    when given (``introspect.devices.place``). The
+    when given (``introspect.engine.load.devices.place``). The
     returned bridge carries ``introspect_info`` (name, fingerprint, notes, model card) and its
     tokenizer at ``.tokenizer``. ``attn_implementation``: ``"auto"`` (sdpa unless the model needs
     eager), ``"sdpa"`` or ``"eager"``; attention-pattern hooks fire under any of them
-    (``introspect.attention``). ``adapter``: a LoRA directory from ``experiments.train_aware``,
+    (``introspect.engine.load.attention``). ``adapter``: a LoRA directory from ``experiments.train_aware``,
     merged into the HF weights before the bridge boots (every hook name unchanged); the model then
     has its own name and fingerprint and its card names the adapter (``introspect.train.lora``).
     ``revision``: a hub id's branch, tag or commit (its snapshot folder, hence the fingerprint).
@@ -329,8 +330,6 @@ def load_model(
     hf.eval()
     adapter_meta = None
     if adapter is not None:
-        from introspect.train.lora import merge_into
-
         adapter_meta = merge_into(hf, adapter, fingerprint)
     # The bridge wraps this HF model in place; the user's TL model is what we return.
     bridge = TransformerBridge.boot_transformers(path, hf_model=hf, tokenizer=tok, dtype=torch_dtype)
@@ -354,8 +353,6 @@ def load_model(
     notes.append(CARD_NOTE + json.dumps(info.card(), sort_keys=True))
     bridge.introspect_info = ModelInfo(**{**asdict(info), "notes": tuple(notes)})
     if adapter_meta is not None:
-        from introspect.train.lora import adapted_info
-
         bridge.introspect_info = adapted_info(bridge.introspect_info, adapter_meta)
         bridge.introspect_adapter = adapter_meta
     return bridge
@@ -377,3 +374,19 @@ def model_info(model: Any) -> ModelInfo:
                          attention=attention.implementation(model))
         model.introspect_info = info
     return info
+
+
+def adapted_info(info: Any, meta: dict[str, Any]) -> Any:
+    """The ModelInfo of a base model with an adapter merged in: a name and fingerprint of its own
+    (results folders, vector caches and the results guard keep it apart from the base), the card
+    note extended with the adapter, and a note with its hash, base model and training config."""
+    tag = str(meta["adapter_hash"])
+    name = f"{info.name}+{tag.replace(':', '-')[:13]}"
+    fingerprint = f"{info.fingerprint}+{tag}"
+    ident = {"adapter": tag, "base_model": meta.get("base_model"), "base_fingerprint": meta.get("base_fingerprint"),
+             "layer": meta.get("layer"), "rank": meta.get("rank")}
+    card = {**info.card(), "model": name, "fingerprint": fingerprint, **ident}
+    notes = [n for n in info.notes if not n.startswith(CARD_NOTE)]
+    notes.append(ADAPTER_NOTE + json.dumps({**ident, "training": meta.get("training", {})}, sort_keys=True))
+    notes.append(CARD_NOTE + json.dumps(card, sort_keys=True))
+    return replace(info, name=name, fingerprint=fingerprint, notes=tuple(notes))

@@ -8,7 +8,6 @@ that ``grading`` parses exactly.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from introspect.chat import Conversation
+from introspect.data.files import concepts_dir
+from introspect.engine.run.chat import Conversation
 from introspect.grading import forms_pattern, word_forms, word_match
 
 VARIANTS: dict[str, tuple[str, ...]] = {
@@ -36,12 +36,6 @@ TASK_D_MARK = "written"  # task D: the sentence in the prefill; callers use its 
 class Words:
     targets: tuple[str, ...]
     baseline: tuple[str, ...]
-
-
-def concepts_dir() -> Path:
-    """``$INTROSPECT_CONCEPTS`` if set, else the repository's ``concepts/`` directory."""
-    env = os.environ.get("INTROSPECT_CONCEPTS")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "concepts"
 
 
 def _load_mapping(path: Path | str | None, default_name: str) -> tuple[Path, dict[str, Any]]:

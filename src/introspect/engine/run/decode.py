@@ -36,10 +36,16 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from introspect import devices
-from introspect.chat import Prompt
-from introspect.inject import InjectionError, RowSpecs, first_injected, injecting, spec_key
-from introspect.sampling import (  # noqa: F401  (re-exported: the public names live here too)
+from introspect.engine.load import devices
+from introspect.engine.run.chat import Prompt
+from introspect.engine.run.inject import (
+    InjectionError,
+    RowSpecs,
+    first_injected,
+    injecting,
+    spec_key,
+)
+from introspect.engine.run.sampling import (  # noqa: F401  (re-exported: the public names live here too)
     GREEDY,
     Sampling,
     SamplingError,
@@ -48,8 +54,8 @@ from introspect.sampling import (  # noqa: F401  (re-exported: the public names 
     resolve_sampling,
     stream_seed,
 )
-from introspect.stopping import Tails, cut_at_stop
-from introspect.stopping import eos_ids as _eos_ids
+from introspect.engine.run.stopping import Tails, cut_at_stop
+from introspect.engine.run.stopping import eos_ids as _eos_ids
 
 MIN_SHARED_PREFIX = 8  # shorter shared prefixes are not worth an extra forward call
 COMPACT_SHARE = 0.25  # finished rows idle in the batch until this share of it is idle, then one compaction
@@ -96,7 +102,7 @@ class DecodeStats:
 
 
 def eos_ids(model: Any) -> set[int]:
-    """Tokens that end a row: config, tokenizer, generation_config and end-of-turn (``introspect.stopping``)."""
+    """Tokens that end a row: config, tokenizer, generation_config and end-of-turn (``introspect.engine.run.stopping``)."""
     return set(_eos_ids(model))
 
 
@@ -339,7 +345,7 @@ def generate(
     work for timing, as in transformers). ``stop`` strings end a row and are cut from its text; ``logprob_steps`` and
     ``capture_after`` keep full next-token distributions at those steps / after those markers.
     ``batch_size`` is an upper bound: a batch is as large as fits in free memory
-    (``introspect.devices.fit_batch``), and one that runs out of memory is halved and redone.
+    (``introspect.engine.load.devices.fit_batch``), and one that runs out of memory is halved and redone.
     """
     sampling = resolve_sampling(sampling, temperature=temperature, top_p=top_p, top_k=top_k, do_sample=do_sample)
     stops = check_stops(stop)
@@ -404,7 +410,7 @@ def generate(
 
 
 def pad_left(prompts: Sequence[Prompt], pad_id: int | None) -> tuple[Int[Tensor, "b p"], Int[Tensor, "b p"], list[int]]:
-    from introspect.inject import pad_left as _pad
+    from introspect.engine.run.inject import pad_left as _pad
 
     return _pad(prompts, 0 if pad_id is None else pad_id)
 

@@ -10,7 +10,7 @@ the AUROC itself, so it stays inside [0, 1] and has width at 0 and 1. Rows that 
 divided by the design effect of Obuchowski's (1997, Biometrics 53:567) clustered DeLong variance
 over the plain DeLong variance. At the boundary both variances are 0 and the design effect is
 taken as the rows per cluster (every cluster counts once): conservative, never too narrow. With
-clusters, Student's t on (clusters − 1) degrees of freedom replaces z, as in ``introspect.clustered``.
+clusters, Student's t on (clusters − 1) degrees of freedom replaces z, as in ``introspect.stats.clustered``.
 Coverage by simulation: ``coverage`` below, checked in ``tests/test_auroc.py``.
 """
 

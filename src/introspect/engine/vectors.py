@@ -23,10 +23,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from introspect import devices
-from introspect.chat import Conversation, Prompt, render
-from introspect.inject import RowSpecs, injecting, pad_left
-from introspect.models import cache_root, model_info
+from introspect.engine.load import devices
+from introspect.engine.load.models import cache_root, model_info
+from introspect.engine.run.chat import Conversation, Prompt, render
+from introspect.engine.run.inject import RowSpecs, injecting, pad_left
 
 PLAIN_TEMPLATE = "Human: Tell me about {word}\n\nAssistant:"  # the seed's raw-text prompt
 CHAT_TEMPLATE = "Tell me about {word}."  # the user turn when vectors use the model's chat template

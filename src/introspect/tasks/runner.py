@@ -20,12 +20,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from introspect import attention, devices
-from introspect.models import model_info
-from introspect.prompts import load_words
-from introspect.records import JsonlWriter, done_trial_ids, make_header, read_records
-from introspect.tasks.base import ConfigError, RunContext, TaskConfig, TaskSpec, Trial, get_task
-from introspect.vectors import VectorBank
+from introspect.engine.load import attention, devices
+from introspect.engine.load.models import model_info
+from introspect.engine.vectors import VectorBank
+from introspect.records.jsonl import JsonlWriter, done_trial_ids, make_header, read_records
+from introspect.tasks import get_task
+from introspect.tasks.base import ConfigError, RunContext, TaskConfig, TaskSpec, Trial
+from introspect.tasks.prompts import load_words
 
 ALPHA_UNITS = ("raw", "unit", "resid")
 

@@ -1,7 +1,7 @@
 """Injection specs and the hooks that add α·v at chosen layers and absolute token positions.
 
 Why positions are absolute: during KV-cached decoding a hook sees only ``[batch, 1, d]``, so
-"position 17" cannot be read off the activation. The decode loop (``introspect.decode``) tells the
+"position 17" cannot be read off the activation. The decode loop (``introspect.engine.run.decode``) tells the
 injector where each forward call starts (``at(start)``); without that the injector counts the
 positions each hook has already seen (a call longer than the count is a fresh full pass), which is
 how TransformerLens's own ``generate`` can drive it. Rows are laid out as
@@ -10,7 +10,7 @@ so a row's prompt position ``i`` sits at ``i`` inside the prefix and at ``pad + 
 generated step ``t`` at ``width + t``.
 
 Hooks are attached only inside TransformerLens's ``model.hooks()`` context, which removes them on
-exit, exceptions included. Generation itself lives in ``introspect.decode``.
+exit, exceptions included. Generation itself lives in ``introspect.engine.run.decode``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from introspect.chat import Prompt
+from introspect.engine.run.chat import Prompt
 
 
 @dataclass(frozen=True)
@@ -270,15 +270,3 @@ def spec_key(specs: RowSpecs) -> tuple:
         vec = spec.vector.detach().float().cpu().contiguous()
         out.append((spec.hook_name, float(spec.alpha), pos_key, hash(vec.numpy().tobytes())))
     return tuple(out)
-
-
-_MOVED = ("Generation", "generate", "next_token_logprobs", "inject_once")
-
-
-def __getattr__(name: str) -> Any:
-    """Generation moved to ``introspect.decode``; old imports from here keep working."""
-    if name in _MOVED:
-        from introspect import decode
-
-        return getattr(decode, name)
-    raise AttributeError(f"module 'introspect.inject' has no attribute {name!r}")

@@ -170,7 +170,7 @@ METRICS = ("tpr", "fpr", "net", "identification", "identification_vs_random", "p
 
 def _percentile_widths(df: Any) -> dict[str, list[float]]:
     """Widths of the percentile cluster bootstrap the report used before (for comparison)."""
-    from introspect.stats import cluster_mean
+    from introspect.stats.intervals import cluster_mean
     from introspect.tasks.tidy import col, flag, pair
 
     out: dict[str, list[float]] = {"tpr": [], "fpr": [], "net": []}

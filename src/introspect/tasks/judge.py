@@ -75,20 +75,20 @@ class ModelJudge:
     """A judge backed by a loaded introspect model (greedy, a few tokens, "Answer:" prefilled)."""
 
     def __init__(self, model: Any, *, max_new_tokens: int = 4, model_id: str | None = None):
-        from introspect.models import model_info
+        from introspect.engine.load.models import model_info
 
         self.model, self.max_new_tokens = model, int(max_new_tokens)
         self.model_id = model_id or model_info(model).name
 
     def _prompt(self, question: str, answer: str, criterion: str):
-        from introspect.chat import Conversation, render
+        from introspect.engine.run.chat import Conversation, render
 
         text = PROMPT.format(question=question.strip(), answer=answer.strip(), criterion=criterion)
         return render(self.model.tokenizer, Conversation.of(("user", text), prefill="Answer:"))
 
     def judge_many(self, items: Sequence[tuple[str, str, str]]) -> list[JudgeVerdict]:
         """Verdicts for many (question, answer, criterion) triples, in one batched generation."""
-        from introspect import generate  # the package-level entry point (stable across engines)
+        from introspect.engine.run.decode import generate
 
         if not items:
             return []

@@ -2,7 +2,7 @@
 
 Why these choices: proportions of independent trials use the Wilson score interval (sane at 0/n
 and n/n, unlike the normal approximation); many tests at once get Holm-adjusted p-values. The
-injection tasks' concept-level intervals and tests live in ``introspect.clustered``; the
+injection tasks' concept-level intervals and tests live in ``introspect.stats.clustered``; the
 percentile cluster bootstrap here (``cluster_mean``) is kept as the comparator the calibration
 prints beside them (it is what the report used before, and it is too narrow with few concepts).
 Every bootstrap is seeded, so a report is reproducible bit for bit.
@@ -257,18 +257,3 @@ def cluster_bootstrap(
 def cluster_mean(x: Any, clusters: Any, crossed: Any = None, **kw: Any) -> Interval:
     """Mean of x with a cluster-bootstrap interval (see ``cluster_bootstrap``)."""
     return cluster_bootstrap([Part(x, clusters, crossed)], **kw)[0]
-
-
-def holm(pvals: Any) -> np.ndarray:
-    """Holm step-down adjusted p-values; NaNs stay NaN and are not counted as tests. (Written out:
-    statsmodels' ``multipletests`` runs a garbage collection on every call, half a second each.)"""
-    p = np.asarray([np.nan if v is None else v for v in np.ravel(np.asarray(pvals, dtype=object))],
-                   dtype=float)
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    if ok.size:
-        order = ok[np.argsort(p[ok], kind="stable")]
-        m = order.size
-        adj = np.maximum.accumulate((m - np.arange(m)) * p[order])
-        out[order] = np.minimum(adj, 1.0)
-    return out

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from scipy.stats import chi2
 
-from introspect.auroc import auroc_point
-from introspect.stats import wilson
-from introspect.tasks.selfknowledge import skstats as S
+from introspect.stats import items as S
+from introspect.stats.auroc import auroc_point
+from introspect.stats.intervals import wilson
 
 
 def test_auroc_ece_and_score_block_by_hand():

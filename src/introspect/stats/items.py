@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect.auroc import auroc_ci
+from introspect.stats.auroc import auroc_ci
 
 NAN = math.nan
 Interval = tuple[float, float, float]
@@ -71,10 +71,10 @@ def rate_ci(v: Any, clusters: Sequence[Any] | None = None) -> Interval:
     """Share of 1s among 0/1 values (pooled over draws) with an interval that keeps its width at
     0 and 1 (a percentile bootstrap of 80 hits in 80 draws is [1, 1]): Wilson; over clusters
     (items), Wilson at the design-effect size, from the ratio estimator's cluster-robust variance,
-    with t on items − 1, as the injection tasks' rates (``introspect.clustered``); no interval
+    with t on items − 1, as the injection tasks' rates (``introspect.stats.clustered``); no interval
     below 5 items. NaN rows left out."""
-    from introspect.clustered import MIN_CLUSTERS, deff_wilson
-    from introspect.stats import wilson
+    from introspect.stats.clustered import MIN_CLUSTERS, deff_wilson
+    from introspect.stats.intervals import wilson
 
     v = np.asarray(v, float)
     ok = np.isfinite(v)
@@ -142,7 +142,7 @@ def score_block(p: np.ndarray, y: np.ndarray, clusters: np.ndarray, choice: np.n
     accuracy of the decision (``choice``, default p >= 1/2), the majority-class baseline, AUROC,
     Brier and its base-rate baseline, ECE, calibration intercept/slope, mean prediction and base rate;
     intervals from a cluster bootstrap, except where a bootstrap collapses at 0 or 1: AUROC
-    (Newcombe's score interval at the clustered effective size, ``introspect.auroc``), accuracy
+    (Newcombe's score interval at the clustered effective size, ``introspect.stats.auroc``), accuracy
     and a 0/1 base rate (``rate_ci``); regression intervals for the calibration fit."""
     n = int(p.size)
     if n == 0:

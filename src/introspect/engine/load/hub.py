@@ -18,8 +18,8 @@ import struct
 from contextlib import contextmanager
 from pathlib import Path
 
-from introspect import gguf_files
-from introspect.gguf_files import ModelError
+from introspect.engine.load import gguf_files
+from introspect.engine.load.gguf_files import ModelError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 IDENTITY_FILES = ("config.json", "generation_config.json")

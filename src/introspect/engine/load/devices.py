@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from introspect.gguf_files import ModelError
+from introspect.engine.load.gguf_files import ModelError
 
 GiB = 1 << 30
 HEADROOM = 0.85  # share of a GPU's free memory the weights may take; the rest is KV cache and activations

@@ -1,0 +1,84 @@
+"""Adapters on disk: read an adapter directory (its hash checked) and merge it into plain HF
+weights before the bridge boots.
+
+Why here and not in ``train``: loading is the engine's job and an adapter loads like any model
+variant, so the engine never imports the training code; ``train.lora`` writes what this reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from introspect.engine.load.gguf_files import ModelError
+
+META_FILE = "introspect_adapter.json"  # hash, base model, fingerprint, training config
+WEIGHTS_FILE = "adapter_model.safetensors"
+CONFIG_FILE = "adapter_config.json"
+PEFT_PREFIX = "base_model.model."
+
+
+
+class AdapterError(ModelError):
+    """An adapter directory that is missing, incomplete, tampered with or for another model."""
+
+
+def state_hash(state: dict[str, torch.Tensor], config: dict[str, Any]) -> str:
+    """Hash of the adapter tensors (names, shapes, float32 bytes) and its LoRA settings."""
+    h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+    for k in sorted(state):
+        t = state[k].to(torch.float32).contiguous()
+        h.update(f"{k}:{tuple(t.shape)}".encode())
+        h.update(t.numpy().tobytes())
+    return f"lora:{h.hexdigest()[:16]}"
+
+
+
+def read_adapter(path: Path | str) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]]:
+    """(metadata, tensors, peft config dict) of an adapter directory, its hash checked."""
+    from safetensors.torch import load_file
+
+    d = Path(path).expanduser()
+    missing = [f for f in (META_FILE, WEIGHTS_FILE, CONFIG_FILE) if not (d / f).is_file()]
+    if not d.is_dir() or missing:
+        what = "not a directory" if not d.is_dir() else f"missing {', '.join(missing)}"
+        raise AdapterError(f"{d} is not an adapter directory from experiments.train_aware ({what})")
+    try:
+        meta = json.loads((d / META_FILE).read_text())
+        config = json.loads((d / CONFIG_FILE).read_text())
+        state = load_file(str(d / WEIGHTS_FILE))
+    except (OSError, ValueError) as e:
+        raise AdapterError(f"{d}: unreadable adapter ({' '.join(str(e).split())[:120]})") from e
+    want = meta.get("adapter_hash")
+    got = state_hash(state, {"r": config.get("r"), "lora_alpha": config.get("lora_alpha"),
+                             "target_modules": sorted(config.get("target_modules") or []),
+                             "fan_in_fan_out": bool(config.get("fan_in_fan_out"))})
+    if want != got:
+        raise AdapterError(f"{d}: adapter weights do not match their recorded hash ({want} vs {got})")
+    return meta, state, config
+
+
+def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: str) -> dict[str, Any]:
+    """Merge the adapter at ``path`` into a plain HF model in place; returns its metadata.
+
+    Refuses an adapter trained on other weights (its recorded base fingerprint differs).
+    """
+    from peft import PeftModel
+
+    meta, _, _ = read_adapter(path)
+    if meta.get("base_fingerprint") != base_fingerprint:
+        raise AdapterError(f"adapter {path} was trained on {meta.get('base_model')!r} "
+                           f"(fingerprint {meta.get('base_fingerprint')}), not on this model ({base_fingerprint})")
+    try:
+        peft_model = PeftModel.from_pretrained(hf_model, str(Path(path).expanduser()))
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        raise AdapterError(f"cannot apply adapter {path}: {' '.join(str(e).split())[:160]}") from e
+    peft_model.merge_and_unload()
+    return meta
+
+
+ADAPTER_NOTE = "adapter: "  # prefix of the JSON note carrying the adapter's identity into run headers
