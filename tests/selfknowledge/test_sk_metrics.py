@@ -214,13 +214,30 @@ def test_accuracy_lift_covers_when_delegation_is_rare():
     bootstrap covered 0.64 here (a resample without a delegation has lift exactly 0)."""
     from introspect.tasks.selfknowledge.game_metrics import accuracy_lift
     p_kept_ok = 0.3 / (0.3 + 0.7 * 0.95)
-    truth, rng, hits = p_kept_ok - 0.3, np.random.default_rng(5), 0
+    truth, rng, hits, runs = p_kept_ok - 0.3, np.random.default_rng(5), 0, 0
     for _ in range(300):
         ok = rng.random(30) < 0.3
         deleg = ~ok & (rng.random(30) < 0.05)
         est, lo, hi = accuracy_lift(ok, ok, ~deleg, deleg)
-        hits += lo <= truth <= hi
-    assert hits / 300 >= 0.93
+        if deleg.any():  # with no delegation the lift is undefined (NaN): no interval, no claim
+            runs += 1
+            hits += lo <= truth <= hi
+        else:
+            assert np.isnan([est, lo, hi]).all()
+    assert runs >= 150 and hits / runs >= 0.93
+
+
+def test_accuracy_lift_is_nan_when_nothing_is_delegated():
+    """Nothing delegated: kept is every row, and the game-vs-baseline drift (1/2 − 1/6 here)
+    must not read as a lift; one delegation makes it defined again."""
+    from introspect.tasks.selfknowledge.game_metrics import accuracy_lift
+    base = np.array([1, 0, 0, 0, 0, 0], bool)
+    game = np.array([1, 1, 1, 0, 0, 0], bool)
+    none = np.zeros(6, bool)
+    assert np.isnan(accuracy_lift(game, base, ~none, none)).all()
+    one = none.copy()
+    one[5] = True
+    assert np.isfinite(accuracy_lift(game, base, ~one, one)).all()
 
 
 def test_delegate_modal_letter_rate_flags_a_letter_bias():

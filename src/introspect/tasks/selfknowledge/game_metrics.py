@@ -90,8 +90,10 @@ def accuracy_lift(game_ok: np.ndarray, base_ok: np.ndarray, kept: np.ndarray,
     the rows' cells (kept and graded: game x baseline right; delegated or ungraded: baseline
     right). The row bootstrap it replaces covered 0.64 at 30 items when the model delegates
     rarely (a resample then holds no delegation: lift exactly 0); this one 0.95-1.00
-    (tests/selfknowledge/test_sk_metrics.py)."""
-    if not kept.any():
+    (tests/selfknowledge/test_sk_metrics.py). NaN when nothing is kept or nothing is delegated:
+    with no delegation "kept" is every row, and the difference would be the drift between the
+    game's answers and the baseline's, not a lift from choosing what to delegate."""
+    if not kept.any() or not deleg.any():
         return math.nan, math.nan, math.nan
     ungraded = ~kept & ~deleg
     masks = [kept & game_ok & base_ok, kept & game_ok & ~base_ok, kept & ~game_ok & base_ok,
