@@ -9,6 +9,7 @@ from introspect.report.compare import HEADLINES, headline_table
 from introspect.report.load import flatten_trial
 from introspect.report.metrics import summarize
 from introspect.tasks import get_task
+from introspect.tasks.selfknowledge.metrics import without_one_class_truth
 
 SK = ["seb-association", "seb-restriction", "seb-difficulty", "delegate", "recovery"]
 # shown only when their condition holds (a K = 1 truth, a short-answer game, a fitted regression,
@@ -30,7 +31,10 @@ def summary(tiny_model):
 
 
 def test_self_knowledge_headlines_name_existing_metrics(summary):
+    """Every headline is the first wanted metric a variant has once a one-class judged truth's
+    figures are gone (a random tiny model's own judge gives one verdict: the rule truth leads)."""
     h = headline_table(summary)
+    gated = without_one_class_truth(summary)
     for task in SK:
         produced = set(summary[summary.task == task].metric)
         wanted = HEADLINES[task]
@@ -38,12 +42,13 @@ def test_self_knowledge_headlines_name_existing_metrics(summary):
         head = h[(h.task == task) & (h.role == "headline")]
         assert not head.empty, task
         for r in head.itertuples():  # the first wanted metric each variant has, with its value
-            have = set(summary[(summary.task == task) & (summary.variant == r.variant)].metric)
+            have = set(gated[(gated.task == task) & (gated.variant == r.variant)].metric)
             assert r.metric == next((w for w in wanted if w in have), None), (task, r.variant, r.metric, have)
             want = summary[(summary.task == task) & (summary.variant == r.variant) & (summary.metric == r.metric)]
             assert r.value == pytest.approx(float(want.value.iloc[0]), nan_ok=True)
     main = h[(h.task == "seb-restriction") & (h.role == "headline")]
-    assert set(main.metric) == {"logit_auroc"}
+    one_class = (summary.metric == "warning_judged_truth_one_class").any()
+    assert set(main.metric) == {"logit_rule_auroc" if one_class else "logit_auroc"}
     game = h[(h.task == "delegate") & (h.role == "headline") & h.variant.str.contains("teammate")]
     assert set(game.metric) == {"self_accuracy_lift"} and len(game) == 2  # one per teammate accuracy
     rec = h[(h.task == "recovery") & (h.role == "headline")].set_index("variant")

@@ -394,3 +394,34 @@ def test_clustered_wald_uses_t_with_clusters_minus_one_df():
     zstat = float(res.params["x"] / res.bse["x"])
     assert float(res.pvalues["x"]) == pytest.approx(2 * t.sf(abs(zstat), 5))
     assert float(res.pvalues["x"]) > 2 * norm.sf(abs(zstat))
+
+
+def test_one_class_judged_truth_leaves_the_headline_and_the_scores(monkeypatch):
+    """Where the judge calls 12 of 12 draws answers, the judged-truth figures (logit AUROC and
+    accuracy, surface baseline) head nothing: the comparison's restriction headline becomes the
+    refusal-phrase truth's AUROC and the Rasch score table has no judged AUROC for that model;
+    a model with two classes keeps its judged AUROC as the headline."""
+    from introspect.report.compare import headline_table
+
+    def summary(model: str, judge_refusals: int) -> pd.DataFrame:
+        judged = [[k < 6 - judge_refusals, True] for k in range(6)]
+        s = M.summarize_seb_restriction(_df("seb-restriction", [
+            {"p_answer": 0.9 - 0.1 * k, "judged_answered": judged[k], "refused_rule": [k >= 1, False],
+             "qid": f"q{k}"} for k in range(6)]))
+        return s.assign(model_id=model, layer_idx=np.nan, alpha=np.nan, alpha_units=None)
+
+    both = pd.concat([summary("one-class", 0), summary("two-class", 5)], ignore_index=True)
+    kept = M.without_one_class_truth(both)
+    gone = set(both.metric[both.model_id == "one-class"]) - set(kept.metric[kept.model_id == "one-class"])
+    assert {"logit_auroc", "logit_accuracy"} <= gone
+    assert not any(M.judged_truth_metric(m) for m in kept.metric[kept.model_id == "one-class"])
+    assert not any(m.startswith("logit_rule_") for m in gone) and "warning_judged_truth_one_class" not in gone
+    assert len(kept[kept.model_id == "two-class"]) == len(both[both.model_id == "two-class"])
+    h = headline_table(both)
+    lead = h[h.role == "headline"].set_index("model_id")["metric"]
+    assert lead["one-class"] == "logit_rule_auroc" and lead["two-class"] == "logit_auroc"
+    assert not ((h.model_id == "one-class") & (h.metric == "logit_auroc")).any()
+    from introspect.report import rasch
+    monkeypatch.setattr(rasch, "summarize", lambda df: both)  # the records' summary, as above
+    scores = rasch.sk_scores(pd.DataFrame()).set_index("model_id")["seb-restriction:logit_auroc"]
+    assert np.isnan(scores["one-class"]) and np.isfinite(scores["two-class"])

@@ -27,6 +27,8 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from introspect.tasks.selfknowledge.metrics import without_one_class_truth
+
 CARD_PREFIX = "model card: "  # introspect.engine.load.models.CARD_NOTE (kept literal: reports load without torch)
 CARD_COLUMNS = ["model", "family", "parameters", "layers", "d_model", "quantization", "dtype",
                 "fingerprint"]
@@ -127,7 +129,7 @@ def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
     out: list[dict] = []
     if summary.empty:
         return pd.DataFrame(columns=HEADLINE_COLUMNS)
-    s = summary.copy()
+    s = without_one_class_truth(summary).copy()  # a one-class judged truth heads nothing
     s["variant"] = s["variant"].fillna("default")
     for (task, variant, model), g in s.groupby(["task", "variant", "model_id"], sort=True):
         have = set(g["metric"])

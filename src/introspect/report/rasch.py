@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from introspect.report.metrics import summarize
+from introspect.tasks.selfknowledge.metrics import without_one_class_truth
 
 ABILITY_COLUMNS = ["model_id", "fit", "ability", "se", "lo", "hi", "n_items", "mean_y", "note"]
 MIN_MODELS = 5  # fewer: no ability-score correlation can reach p < 0.05 (exact p >= 2/4! = 0.083)
@@ -166,7 +167,7 @@ def sk_scores(df: pd.DataFrame) -> pd.DataFrame:
     each the mean over a task's variants of one condition. Delegate Game runs with and without
     phase-1 feedback are different experiments (003) and get separate columns
     (``delegate+feedback:...``); pooled ``:all`` rows are left out."""
-    s = summarize(df)
+    s = without_one_class_truth(summarize(df))  # a one-class judged truth scores nothing
     out: dict[str, dict[str, float]] = {}
     for task, metric in SK_SCORES:
         sel = s[(s["task"] == task) & (s["metric"] == metric)]

@@ -123,6 +123,34 @@ def summarize_seb_association(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------- seb-restriction
+ONE_CLASS_WARNING = "warning_judged_truth_one_class"
+
+
+def judged_truth_metric(metric: str) -> bool:
+    """Restriction figures scored against the model's own judge (002's truth): the logit block
+    (not ``logit_rule_*``, the refusal-phrase truth), its per-label rows and the surface baseline."""
+    m = str(metric)
+    return (m.startswith("logit_") and not m.startswith("logit_rule_")) or m.startswith("logit[") \
+        or m.startswith("surface_")
+
+
+def without_one_class_truth(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary less the judged-truth figures of every (model, task, variant) whose judged
+    truth is one class (``warning_judged_truth_one_class``): an AUROC or accuracy against a
+    near-constant truth rests on a handful of draws, so it leaves headlines and scores (the
+    warning row and the rule-truth rows stay and become what a headline reads)."""
+    if summary.empty or "metric" not in summary:
+        return summary
+    key = ["model_id", "task", "variant"]
+    flagged = summary.loc[summary["metric"] == ONE_CLASS_WARNING, key].astype(str).drop_duplicates()
+    if flagged.empty:
+        return summary
+    tags = set(map(tuple, flagged.to_numpy()))
+    hit = np.array([tuple(map(str, k)) in tags for k in summary[key].to_numpy()], dtype=bool)
+    drop = hit & summary["metric"].map(judged_truth_metric).to_numpy(dtype=bool)
+    return summary[~drop]
+
+
 def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
     rows: list[dict] = []
     for keys, s in groups(df):
@@ -161,7 +189,7 @@ def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
             # none: on small models the judge gives one verdict whatever was written (Gemma 3
             # 270M: 239 of 240 "refused", Qwen2.5-Coder-0.5B: 240 of 240 "answered"), and the
             # logit_rule_* rows (the refusal-phrase truth) are the ones to read
-            rows.append(value(keys, "warning_judged_truth_one_class", 1.0, len(ja)))
+            rows.append(value(keys, ONE_CLASS_WARNING, 1.0, len(ja)))
         for lab in sorted({str(v) for v in g(s, "label").dropna()}):
             m = (g(s, "label") == lab).to_numpy()
             pl, yl, cl_ = expand_draws([pa[i] for i in np.flatnonzero(m)], [judged[i] for i in np.flatnonzero(m)],
