@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import platform
+import re
+import traceback
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +33,16 @@ class Placement:
     why: str = ""
 
 
+def gpu_free(index: int) -> int:
+    """Bytes this process can still use on GPU ``index``: the driver's free memory plus what
+    PyTorch holds reserved but unallocated. ``mem_get_info`` alone counts PyTorch's cached
+    blocks as used, so from a run's second batch the plan would shrink with memory history."""
+    free, _ = torch.cuda.mem_get_info(index)
+    return int(free + torch.cuda.memory_reserved(index) - torch.cuda.memory_allocated(index))
+
+
 def _gpu_free() -> list[int]:
-    return [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
+    return [gpu_free(i) for i in range(torch.cuda.device_count())]
 
 
 def _caps(free: list[int]) -> dict[int, int]:
@@ -128,32 +139,79 @@ def _meminfo_available() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+_BLOCK = re.compile(r"^(.*?\.\d+)\.")  # a parameter's decoder block: the name up to its first index
+
+
+def blocks_per_device(model: Any) -> Counter:
+    """Decoder blocks per device, from where their parameters live (a device map places whole
+    blocks; read from the HF module names, so no per-architecture code)."""
+    where: dict[str, torch.device] = {}
+    for name, p in model.original_model.named_parameters():
+        m = _BLOCK.match(name)
+        if m:
+            where.setdefault(m.group(1), p.device)
+    return Counter(where.values())
+
+
+def _gpu_rows(model: Any, tokens: int) -> tuple[int, str]:
+    """Rows that fit on the tightest GPU: each GPU holds the KV cache of its own blocks, one
+    block's activations (only one is alive at a time, on whichever GPU runs it) and, on the GPU
+    of the output layer, the logits; the batch is the minimum over GPUs."""
+    blocks = {d: n for d, n in blocks_per_device(model).items() if d.type == "cuda"}
+    head = model.original_model.get_output_embeddings().weight.device
+    devs = sorted(set(blocks) | ({head} if head.type == "cuda" else set()), key=str)
+    c = model.cfg
+    per_block = kv_bytes_per_token(model) // max(1, int(c.n_layers))
+    d_mlp = getattr(c, "d_mlp", None) or 4 * c.d_model
+    act = tokens * (8 * int(c.d_model) + 3 * int(d_mlp)) * _dtype_bytes(model)
+    rows, notes = [], []
+    for d in devs:
+        need = tokens * per_block * blocks.get(d, 0) + act + (4 * 4 * int(c.d_vocab) if d == head else 0)
+        free = gpu_free(d.index if d.index is not None else torch.cuda.current_device())
+        rows.append(int(BATCH_HEADROOM * free) // max(1, need))
+        notes.append(f"{d}: {blocks.get(d, 0)} blocks, {free / GiB:.1f} GiB free")
+    return max(1, min(rows)), f"{len(devs)} GPU(s), per GPU ({'; '.join(notes)})"
+
+
 def free_bytes(model: Any) -> tuple[int, str]:
-    """Free memory where the model's KV cache lives: the tightest GPU it spans times the number
-    of GPUs (layers are spread about evenly), or the host's available RAM."""
+    """Free memory where the model's KV cache lives: the tightest GPU it spans (driver free +
+    reserved − allocated), or the host's available RAM."""
     devs = sorted({p.device for p in model.original_model.parameters()}, key=str)
     gpus = [d for d in devs if d.type == "cuda"]
     if gpus:
-        free = [torch.cuda.mem_get_info(d)[0] for d in gpus]
-        return min(free) * len(gpus), f"{len(gpus)} GPU(s), tightest {min(free) / GiB:.1f} GiB free"
+        free = [gpu_free(d.index if d.index is not None else torch.cuda.current_device()) for d in gpus]
+        return min(free), f"{len(gpus)} GPU(s), tightest {min(free) / GiB:.1f} GiB free"
     return _meminfo_available(), "host RAM available"
 
 
 def fit_batch(model: Any, tokens: int, cap: int | None = None) -> int:
     """Rows of ``tokens`` tokens that fit in free memory, at least 1, at most ``cap`` (default:
-    ``GPU_MAX_BATCH`` on a GPU, ``CPU_MAX_BATCH`` on a CPU)."""
-    free, _ = free_bytes(model)
+    ``GPU_MAX_BATCH`` on a GPU, ``CPU_MAX_BATCH`` on a CPU). On GPUs each GPU is sized for what
+    lives on it (``_gpu_rows``); on the CPU one row needs ``row_bytes``."""
     on_gpu = any(p.device.type == "cuda" for p in model.original_model.parameters())
     cap = cap if cap is not None else (GPU_MAX_BATCH if on_gpu else CPU_MAX_BATCH)
+    if on_gpu:
+        return max(1, min(cap, _gpu_rows(model, tokens)[0]))
+    free, _ = free_bytes(model)
     return max(1, min(cap, int(BATCH_HEADROOM * free) // max(1, row_bytes(model, tokens))))
 
 
+# cuBLAS / cuDNN report a failed workspace or handle allocation in their own words
+_ALLOC = ("out of memory", "can't allocate memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed")
+_FATAL = ("illegal memory access", "device-side assert", "unspecified launch failure")
+
+
+class DeviceError(RuntimeError):
+    """A device error after which the CUDA context is unusable: no retry can help."""
+
+
 def is_oom(e: BaseException) -> bool:
-    """A device or host allocation failure (torch raises OutOfMemoryError on GPUs, RuntimeError on CPUs)."""
+    """A device or host allocation failure: torch's OutOfMemoryError on GPUs, a RuntimeError on
+    CPUs, and cuBLAS/cuDNN allocation failures. Nothing else (an illegal memory access is not)."""
     if isinstance(e, torch.OutOfMemoryError):
         return True
     msg = str(e).lower()
-    return isinstance(e, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg)
+    return isinstance(e, RuntimeError) and any(k in msg for k in _ALLOC)
 
 
 def release() -> None:
@@ -168,9 +226,16 @@ def release() -> None:
 def halve_after_oom(model: Any, e: BaseException, size: int) -> int:
     """The batch size to redo a failed chunk with: half of ``size`` after an out-of-memory error
     (memory released, and later calls on ``model`` start from it); any other error, or an OOM at
-    one row, is raised again."""
+    one row, is raised again; an error that leaves the CUDA context unusable is raised as a
+    ``DeviceError`` saying so. Called inside the caller's ``except``: the traceback's frames
+    (which hold the failed batch's tensors) are cleared first, so ``release`` can free them."""
+    msg = str(e).lower()
+    if isinstance(e, RuntimeError) and any(k in msg for k in _FATAL):
+        raise DeviceError(f"CUDA failed ({str(e).splitlines()[0][:120]}); the device is unusable for the rest "
+                          "of this process: restart the run (it resumes), and report it if it repeats") from e
     if not is_oom(e) or size == 1:
         raise e
+    traceback.clear_frames(e.__traceback__)
     release()
     size = max(1, size // 2)
     model.introspect_batch_cap = size
