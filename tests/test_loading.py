@@ -54,12 +54,19 @@ def test_local_folder_named_by_its_name_and_hashed_once(tiny_dir, cache, monkeyp
     assert load_model(str(other)).introspect_info.fingerprint != first.fingerprint
 
 
-def _fake_hub(root, tiny, monkeypatch, calls):
+def _fake_hub(root, tiny, monkeypatch, calls, cached=False):
+    """A hub whose ``snapshot_download`` serves ``tiny``; with ``cached`` False nothing is in the
+    local cache yet, so an offline-first lookup (``local_files_only``) finds nothing."""
     snap = root / "hub" / "models--org--tiny-chat" / "snapshots" / COMMIT
     shutil.copytree(tiny, snap)
     import huggingface_hub
+    from huggingface_hub import errors
 
-    def fake_snapshot(repo_id, revision=None, ignore_patterns=None, **kw):
+    def fake_snapshot(repo_id, revision=None, ignore_patterns=None, local_files_only=False, **kw):
+        if local_files_only:
+            if not cached:
+                raise errors.LocalEntryNotFoundError("not cached")
+            return str(snap)
         calls.append((repo_id, revision, tuple(ignore_patterns or ())))
         assert repo_id == "org/tiny-chat"
         return str(snap)
@@ -91,6 +98,35 @@ def test_revision_reaches_the_hub_and_is_refused_for_a_local_folder(tiny_dir, ca
     assert [c[1] for c in calls] == ["v1.0"]
     with pytest.raises(ModelError, match="revision 'v1.0' applies to hub ids"):
         load_model(str(snap), revision="v1.0")
+
+
+def test_a_complete_cached_snapshot_loads_offline_without_listing_or_token(tiny_dir, cache, monkeypatch, tmp_path):
+    """Cached and complete: no repo listing, no download, so a gated model (whose listing would
+    need a token) and an air-gapped node both load it; an incomplete one is downloaded."""
+    import huggingface_hub
+    from huggingface_hub import errors
+
+    _no_parameter_hashing(monkeypatch)
+    calls: list = []
+    snap = _fake_hub(tmp_path, tiny_dir("qwen2"), monkeypatch, calls, cached=True)
+
+    import httpx
+
+    url = "https://huggingface.co/api/models/org/tiny-chat"
+
+    def no_network(*a, **k):  # listing a gated repository without a token
+        raise errors.GatedRepoError("401 Client Error. Cannot access gated repo for url " + url,
+                                    response=httpx.Response(401, request=httpx.Request("GET", url)))
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", no_network)
+    assert hub.snapshot("org/tiny-chat") == snap and calls == []
+    assert load_model("org/tiny-chat").introspect_info.fingerprint == f"hub:org/tiny-chat@{COMMIT}"
+    assert calls == []
+    # a sharded snapshot whose index names a shard that never arrived is not complete
+    (snap / "model.safetensors.index.json").write_text('{"weight_map": {"w": "model-00002-of-00002.safetensors"}}')
+    assert hub.cached_snapshot("org/tiny-chat") is None
+    with pytest.raises(ModelError, match="gated repository"):
+        hub.snapshot("org/tiny-chat")
 
 
 def test_gated_repository_says_hf_token(monkeypatch):

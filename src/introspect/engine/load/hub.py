@@ -29,12 +29,44 @@ SKIP = ["original/*", "consolidated*", "*.pth", "*.msgpack", "*.h5", "*.onnx", "
 _HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
+def _complete(folder: Path) -> bool:
+    """A snapshot folder with a config and every weight file it names (a sharded model's index
+    lists its shards; an interrupted download leaves some missing)."""
+    if not (folder / "config.json").is_file():
+        return False
+    for index in folder.glob("*.index.json"):
+        try:
+            shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+        except (OSError, ValueError):
+            return False
+        if not shards or not all((folder / s).is_file() for s in shards):
+            return False
+    return any(f.suffix in WEIGHT_SUFFIXES for f in folder.iterdir())
+
+
+def cached_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
+    """The complete local snapshot of a hub model, found without touching the network (no repo
+    listing, no token: a cached gated model loads on an air-gapped node), or None."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = Path(snapshot_download(repo_id, revision=revision, ignore_patterns=list(SKIP),
+                                        local_files_only=True))
+    except Exception:  # not cached (or a cache this huggingface_hub cannot read): go online
+        return None
+    return folder if folder.is_dir() and _complete(folder) else None
+
+
 def snapshot(repo_id: str, revision: str | None = None) -> Path:
-    """The local snapshot folder of a hub model, downloaded if not cached (only what transformers
-    loads: safetensors when the repo has them, else ``.bin``)."""
+    """The local snapshot folder of a hub model: the cached one when it is complete (offline
+    first), else downloaded (only what transformers loads: safetensors when the repo has them,
+    else ``.bin``)."""
     from huggingface_hub import HfApi, snapshot_download
     from huggingface_hub import errors as E
 
+    cached = cached_snapshot(repo_id, revision)
+    if cached is not None:
+        return cached
     skip = list(SKIP)
     try:
         try:
