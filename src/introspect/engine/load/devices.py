@@ -258,3 +258,16 @@ def plan_batch(model: Any, requested: int, new_tokens: int) -> tuple[int, str]:
     n = fit_batch(model, tokens, cap=requested)
     why = "as asked" if n == requested else f"lowered from {requested}: {n} rows of {tokens} tokens fit"
     return n, f"{why} ({where})"
+
+
+def device_map(model: Any, placement: Placement) -> dict[str, Any]:
+    """The module → device map ``from_pretrained`` computes for ``placement`` on ``model`` (built
+    on the meta device: no weights), with transformers' own rule for ``"auto"`` (accelerate's
+    balanced memory, then ``infer_auto_device_map``). Lets a plan for GPUs be checked on a CPU."""
+    if placement.device_map is None:
+        return {"": "cpu"}
+    if not isinstance(placement.device_map, str):
+        return dict(placement.device_map)
+    from transformers.integrations.accelerate import _get_device_map
+
+    return dict(_get_device_map(model, placement.device_map, placement.max_memory, None))
