@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -184,7 +185,10 @@ def _atomic_write(path: Path, write) -> None:
 
 
 def save_vector(path: Path, cv: ConceptVector) -> None:
-    """Vector as ``.npy`` plus a ``.json`` sidecar; sidecar first, so the .npy marks completeness."""
+    """Vector as ``.npy`` plus a ``.json`` sidecar; sidecar first, so the .npy marks completeness.
+    A non-finite vector is never written (a cached NaN would fail every rerun)."""
+    if not (torch.isfinite(cv.vector).all() and math.isfinite(cv.raw_norm) and math.isfinite(cv.mean_resid_norm)):
+        raise VectorCacheError(f"refusing to cache a non-finite vector for {cv.word!r} at layer {cv.layer}")
     meta = {"word": cv.word, "layer": cv.layer, "raw_norm": cv.raw_norm, "mean_resid_norm": cv.mean_resid_norm}
     _atomic_write(path.with_suffix(".json"), lambda fh: fh.write(json.dumps(meta).encode()))
     _atomic_write(path, lambda fh: np.save(fh, cv.vector.numpy().astype(np.float32)))
@@ -240,6 +244,11 @@ def build_concept_vectors(
     acts = residuals(model, [concept_prompt(model.tokenizer, t, template, chat) for t in texts],
                      layers, batch_size=batch_size)
     by_text = {t: a[:, 0] for t, a in zip(texts, acts)}  # [layers, d]
+    bad = [t for t, a in by_text.items() if not torch.isfinite(a).all()]
+    if bad:  # one NaN in the baseline mean would poison every vector, and a cache keeps it
+        raise VectorCacheError(f"non-finite activations for {len(bad)} of {len(texts)} texts ({', '.join(bad[:3])}"
+                               f"{' …' if len(bad) > 3 else ''}) at layers {list(layers)}: nothing cached; "
+                               "check the attention kernel and dtype (--dtype float32 to compare)")
     base = torch.stack([by_text[b] for b in baseline])  # [n_base, layers, d]
     base_mean, base_norm = base.mean(0), base.norm(dim=-1).mean(0)
     for w in todo:

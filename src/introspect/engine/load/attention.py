@@ -11,6 +11,12 @@ internal hook points has a hook attached. Attach one (``hook_pattern``, ``hook_r
 every hook fires as before; the masks sdpa builds (boolean 4-D or none) are ones that path reads.
 Residual-stream hooks sit outside attention and fire on both paths.
 
+Left-padded rows start with query positions that may attend to nothing (no shared prefix, no
+valid key yet). transformers 5.24's sdpa mask no longer repairs them; CPU kernels return 0 there,
+some CUDA kernels NaN, which then spreads along the row through later layers. ``safe_mask`` lets
+such a query attend to every key instead: its output is never read (it is padding) and is finite,
+and every other row's mask, hence its output, is unchanged bit for bit.
+
 Models whose attention sdpa cannot express (Gemma-2's logit soft-capping) or whose HF class has
 no sdpa keep eager; ``"eager"`` on request keeps the bridge exactly as TransformerLens boots it.
 """
@@ -55,12 +61,27 @@ def _fast_class(cls: type) -> type:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if any(_hooked(hp) for hp in self._introspect_internal):
             return cls.forward(self, *args, **kwargs)  # the bridge's own path: every hook fires
+        if kwargs.get("attention_mask") is not None:
+            kwargs["attention_mask"] = safe_mask(kwargs["attention_mask"])
         return AttentionBridge.forward(self, *args, **kwargs)  # hook_in -> HF attention -> hook_out
 
     fast = type(f"Fast{cls.__name__}", (cls,), {"forward": forward, "__module__": __name__,
                                                  "__doc__": f"{cls.__name__} running HF attention when unhooked."})
     _FAST[cls] = fast
     return fast
+
+
+def safe_mask(mask: Any) -> Any:
+    """A 4-D attention mask whose query rows that attend to nothing attend to every key instead
+    (boolean: True = attend; additive float: 0 = attend). No data-dependent branch, so no host
+    sync on a GPU; an elementwise pass over the mask, small beside the attention it gates."""
+    import torch
+
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 4:
+        return mask
+    if mask.dtype == torch.bool:
+        return mask | ~mask.any(dim=-1, keepdim=True)
+    return mask.masked_fill(torch.isneginf(mask).all(dim=-1, keepdim=True), 0.0)
 
 
 def _hooked(hp: Any) -> bool:
