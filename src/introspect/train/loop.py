@@ -175,7 +175,7 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
     out; the shared prefix (before every row's first injected position) runs once without
     gradient, its KV cache copied to every row.
     """
-    from introspect.engine.run.decode import _new_cache
+    from introspect.engine.run.decode import _new_cache, cache_kwargs
 
     hf, dev = model.original_model, model.cfg.device
     pad = model.tokenizer.pad_token_id or 0
@@ -202,11 +202,11 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
         with torch.no_grad():
             cache = _new_cache(model)
             hf(input_ids=torch.tensor([first[:lp]], device=dev), attention_mask=mask[:1, :lp].to(dev),
-               position_ids=pos[:1, :lp].to(dev), past_key_values=cache, use_cache=True)
+               position_ids=pos[:1, :lp].to(dev), **cache_kwargs(model, cache))
             cache.reorder_cache(torch.zeros(g, dtype=torch.long, device=dev))
     k = max(e.n_answer for e in encs) + 1
     kw: dict[str, Any] = dict(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos[:, lp:].to(dev),
-                              past_key_values=cache, use_cache=cache is not None)
+                              **cache_kwargs(model, cache))
     if _keeps_logits(model):
         kw["logits_to_keep"] = k
     with injecting(model, specs, [e.prompt() for e in encs], offsets, lp) as inj:

@@ -114,12 +114,23 @@ def _forward(model: Any, ids: Tensor, mask: Tensor, cache: Any | None) -> tuple[
     dev = model.cfg.device
     mask = mask.to(dev)
     pos = (mask.long().cumsum(-1) - 1).clamp_(min=0)[:, -ids.shape[1]:]
-    kw = dict(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos,
-              past_key_values=cache, use_cache=cache is not None)
+    kw = dict(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos, **cache_kwargs(model, cache))
     if _keeps_last_logits(type(model.original_model)):  # unembedding every prompt token is ~20% of a prefill
         kw["logits_to_keep"] = 1
     out = model.original_model(**kw)
-    return out.logits[:, -1].float(), out.past_key_values
+    return out.logits[:, -1].float(), out.get(_cache_arg(type(model.original_model)))
+
+
+@functools.cache
+def _cache_arg(hf_class: type) -> str:
+    """What the HF class calls its KV cache: ``cache`` in transformers 5.x (``past_key_values``
+    there only warns a FutureWarning, and goes in 5.40), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(hf_class.forward).parameters else "past_key_values"
+
+
+def cache_kwargs(model: Any, cache: Any | None) -> dict[str, Any]:
+    """The KV-cache keyword arguments of one HF forward call, under the name this class uses."""
+    return {_cache_arg(type(model.original_model)): cache, "use_cache": cache is not None}
 
 
 @functools.cache
