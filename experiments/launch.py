@@ -363,7 +363,7 @@ def main(argv: list[str]) -> int:
         s["out"] = str(Path(s.get("out") or "results").expanduser().absolute())
         tasks = expand_tasks(s.get("tasks") or list(CORE_TASKS))
         validate(task_config(s), tasks, Path(s["out"]), shard=(0, largs.shards),
-                 need_layers=s.get("layers_grid") is None)
+                 need_layers="layers" in s and s.get("layers_grid") is None)
         res = Resources(partition=largs.partition, gpus_per_task=largs.gpus_per_task,
                         time_min=parse_time(largs.time) if largs.time else None,
                         mem_gb=parse_mem(largs.mem) if largs.mem else None,

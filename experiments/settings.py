@@ -246,11 +246,13 @@ def expand_tasks(tasks: list[str]) -> list[str]:
 
 def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
     """TaskConfig from settings; ``layers_grid`` is resolved against ``n_layers`` when given."""
-    from introspect.tasks.runner import layers_grid
+    from introspect.tasks.runner import default_layers, layers_grid
 
     layers = tuple(s.get("layers") or ())
     if s.get("layers_grid") is not None and not layers and n_layers is not None:
         layers = layers_grid(n_layers, int(s["layers_grid"]))
+    elif not layers and n_layers is not None and "layers" not in s:  # `--layers` with none: an error
+        layers = default_layers(n_layers)
     alphas = tuple(float(a) for a in s.get("alphas") or ())
     if any(not math.isfinite(a) for a in alphas):
         raise ConfigError(f"alphas must be finite numbers, got {[a for a in alphas if not math.isfinite(a)][0]}")
@@ -270,7 +272,7 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
     """Run every model of a settings dict, print summaries, write summary + dashboard. Returns 0."""
     from introspect.engine.load.devices import release
     from introspect.engine.load.models import DEFAULT_MODEL, load_model
-    from introspect.tasks.runner import run_grid, validate
+    from introspect.tasks.runner import DEFAULT_LAYERS_NOTE, run_grid, validate
 
     models = s.get("models") or [DEFAULT_MODEL]
     if adapter and not s.get("models"):  # an adapter names the base model it was trained on
@@ -281,15 +283,19 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
     out = Path(s.get("out") or "results")
     cfg0 = task_config(s)
     # Everything checkable without a model fails here, before any (slow) load.
-    validate(cfg0, tasks, out, shard=shard, need_layers=s.get("layers_grid") is None)
+    # layers not given at all: default_layers once the model's depth is known; given empty: an error
+    validate(cfg0, tasks, out, shard=shard, need_layers="layers" in s and s.get("layers_grid") is None)
     notes = [f"device_map={device_map}"] if device_map else []
     summaries = []
     for name in models:
         model = load_model(name, dtype=dtype, device=device, device_map=device_map, adapter=adapter,
                            revision=revision, **({"attn_implementation": attention} if attention else {}))
         cfg = task_config(s, model.cfg.n_layers)
+        chosen = [] if "layers" in s or s.get("layers_grid") is not None else [DEFAULT_LAYERS_NOTE]
+        if chosen:
+            print(f"{name}: layers {list(cfg.layers)} of 0..{model.cfg.n_layers - 1}: {DEFAULT_LAYERS_NOTE}")
         summary = run_grid(model, tasks, cfg, out, shard=shard, resume=resume, progress=progress,
-                           notes=notes)
+                           notes=[*notes, *chosen])
         summaries.append(summary)
         grid = (f"  layers={list(cfg.layers)}  alphas={list(cfg.alphas)} ({cfg.alpha_units})"
                 if cfg.layers else "")

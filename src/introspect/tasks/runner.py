@@ -66,6 +66,18 @@ def in_shard(tid: str, shard: tuple[int, int] | None) -> bool:
     return shard is None or int(tid, 16) % shard[1] == shard[0]
 
 
+def default_layers(n_layers: int) -> tuple[int, ...]:
+    """Three layers around two thirds of the depth (where Lindsey 2025 and the replications find
+    injected concepts noticed most), a fifteenth of the depth apart, inside 1..n_layers − 2."""
+    if n_layers < 3:
+        return tuple(range(n_layers))
+    c, step = round(2 * (n_layers - 1) / 3), max(1, round(n_layers / 15))
+    return tuple(sorted({min(max(x, 1), n_layers - 2) for x in (c - step, c, c + step)}))
+
+
+DEFAULT_LAYERS_NOTE = "layers not given: three around two thirds of the depth (--layers or --layers-grid to choose)"
+
+
 def layers_grid(n_layers: int, n: int) -> tuple[int, ...]:
     """``n`` evenly spaced layers strictly between the first and last (duplicates dropped)."""
     if n < 1:
@@ -215,11 +227,49 @@ class RunSummary:
         return "\n".join(lines + self.notes)
 
 
-def _progress(total: int, enabled: bool):
+class LogProgress:
+    """Progress for a log file (a batch job, ``nohup``, CI), where a bar never draws: one line
+    ``task: done/total trials (pct), rate trials/s, ETA`` every ``every_s`` seconds or ``every_frac``
+    of the work, whichever comes first, and one at the end."""
+
+    def __init__(self, total: int, stream: Any = None, *, every_s: float = 30.0, every_frac: float = 0.05,
+                 clock: Any = time.monotonic):
+        self.total, self.stream, self.clock = total, stream if stream is not None else sys.stderr, clock
+        self.every_s, self.step = every_s, max(1, math.ceil(every_frac * total))
+        self.n, self.desc, self.t0 = 0, "", clock()
+        self.last_t, self.last_n = self.t0, 0
+
+    def set_description(self, desc: str) -> None:
+        self.desc = desc
+
+    def update(self, k: int = 1) -> None:
+        self.n += k
+        now = self.clock()
+        if self.n - self.last_n >= self.step or now - self.last_t >= self.every_s or self.n >= self.total:
+            self._line(now)
+
+    def _line(self, now: float) -> None:
+        rate = self.n / max(now - self.t0, 1e-9)
+        left = (self.total - self.n) / rate if rate > 0 else math.inf
+        eta = "?" if not math.isfinite(left) else f"{int(left // 60)}m{int(left % 60):02d}s"
+        pct = 100 * self.n / max(1, self.total)
+        print(f"{self.desc or 'run'}: {self.n}/{self.total} trials ({pct:.0f}%), {rate:.2f} trials/s, ETA {eta}",
+              file=self.stream, flush=True)
+        self.last_t, self.last_n = now, self.n
+
+    def close(self) -> None:
+        if self.n != self.last_n:
+            self._line(self.clock())
+
+
+def _progress(total: int, enabled: bool, stream: Any = None):
+    """A tqdm bar on a terminal, ``LogProgress`` lines anywhere else, nothing when disabled."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, unit="trial", dynamic_ncols=True, file=sys.stderr,
-                disable=not enabled or not sys.stderr.isatty())
+    stream = stream if stream is not None else sys.stderr
+    if enabled and not stream.isatty():
+        return LogProgress(total, stream)
+    return tqdm(total=total, unit="trial", dynamic_ncols=True, file=stream, disable=not enabled)
 
 
 def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
