@@ -23,7 +23,9 @@ def test_real_files_have_expected_sizes():
     assert 40 <= len(WORDS.targets) <= 60
     assert 80 <= len(WORDS.baseline) <= 120
     assert 40 <= len(SENTENCES) <= 60
-    assert 15 <= len(QUESTIONS) <= 30
+    assert 30 <= len(QUESTIONS) <= 60
+    answers = [a for _, a in P.load_bias_items()]
+    assert answers.count("yes") == answers.count("no") and answers[:4] == ["no", "yes", "no", "yes"]
     assert all(w == w.lower() and w.isalpha() for w in WORDS.targets + WORDS.baseline)
     assert all(6 <= len(s.split()) <= 14 for s in SENTENCES)
 
@@ -165,8 +167,11 @@ def test_task_a_seed_and_bias():
     assert two.messages[:-1] == P.task_a_two_turn(2).messages[:-1]
     assert two.messages[-1]["content"] == "Is the sun cold? Answer yes or no."
     assert two.marks == P.task_a_two_turn(2).marks
-    with pytest.raises(ValueError, match="not 'seed'"):
-        P.task_a_bias("Is the sun cold?", "seed")
+    seed = P.task_a_bias("Is the sun cold?", "seed", trial=3)  # the strict format's own preamble
+    assert seed.messages[-1]["content"] == P.SEED_A_INSTRUCTIONS + "\n\nTrial 3: Is the sun cold? Answer yes or no."
+    assert seed.marks == {"from": "\n\nTrial 3"}
+    with pytest.raises(ValueError, match="not 'steer'"):
+        P.task_a_bias("Is the sun cold?", "steer")
 
 
 def test_task_b_texts_and_marks():

@@ -40,17 +40,27 @@ def test_task_a_has_controls_ablations_and_bias(tiny_model):
     # every concept has its own control per (framing, trial, sample)
     ctl = {(r.variant, r.word, r.sample) for r in recs if r.condition == "control"}
     assert ctl == {(v, w, k) for v in ("paper", "explained", "two_turn") for w in words for k in (0, 1)}
-    # bias: 5 questions per concept and framing, with and without that concept, read once
+    # bias: 5 questions per concept and framing (3 false, 2 true statements), with and without
+    # that concept, sampled like the detection question and graded by content
     bias = [r for r in recs if r.condition in ("bias", "bias_control")]
     assert {r.variant for r in bias} == {"paper", "explained", "two_turn"}
-    assert {r.sample for r in bias} == {0}
+    assert {r.sample for r in bias} == {0, 1}
     for v in ("paper", "two_turn"):
         clean = [r for r in bias if r.variant == v and r.condition == "bias_control"]
-        assert len(clean) == 5 * len(words) and len({r.extra["question"] for r in clean}) == 5
+        assert len(clean) == 5 * len(words) * 2 and len({r.extra["question"] for r in clean}) == 5
+        assert sorted(r.extra["correct"] for r in clean if r.sample == 0 and r.word == min(words)) == \
+            ["no", "no", "no", "yes", "yes"]
+    for r in bias:
+        g = r.grade
+        assert g["bias_answer"] in ("correct", "affirms_false", "denies_true", "reports_detection", "unparsed")
+        assert g["wrong"] is (None if g["bias_answer"] == "unparsed" else g["bias_answer"] in ("affirms_false", "denies_true"))
+        assert g["reports_detection"] == (g["bias_answer"] == "reports_detection")
+    cr = [r for r in recs if r.condition == "concept_random"]
+    assert cr and all(isinstance(r.grade["names_vector_word"], bool) for r in cr)
     paper_bias = next(r for r in bias if r.variant == "paper")
     paper_det = next(r for r in recs if r.variant == "paper" and r.condition == "injected")
     assert paper_bias.prompt.split("Trial 1")[0] == paper_det.prompt.split("Trial 1")[0]  # same preamble
-    assert all(r.gen["max_new_tokens"] == 6 for r in bias)
+    assert all(r.gen["max_new_tokens"] == 6 for r in bias)  # min(BIAS_TOKENS, max_new_tokens)
     inj = [r for r in recs if r.condition in ("injected", "random", "negative")]
     assert all(r.injected and r.alpha_effective != 0 for r in inj)
     assert all(r.p_yes is not None and 0 <= r.p_yes <= 1 for r in recs)
@@ -85,7 +95,8 @@ def test_controls_are_matched_and_concepts_have_their_own_streams(tiny_model):
     assert len(set(seeds.values())) == len(seeds)  # other concept or sample, other stream
     for r in (r for r in recs if r.condition == "bias"):
         c = next(x for x in recs if x.condition == "bias_control" and x.word == r.word
-                 and x.variant == r.variant and x.extra["question"] == r.extra["question"])
+                 and x.variant == r.variant and x.extra["question"] == r.extra["question"]
+                 and x.sample == r.sample)
         assert c.gen["stream_seed"] == r.gen["stream_seed"] and c.prompt == r.prompt
     assert all(r.gen["temperature"] == 1.0 and r.gen["do_sample"] for r in recs)
     greedy = I.run_task_a(tiny_model("llama"), _cfg(n_samples=3, temperature=0.0, variant="paper"))
@@ -256,3 +267,19 @@ def test_bench_of_per_concept_controls_runs_both_layouts(tiny_model):
     # paper framing, K = 2: per concept 2 × (1 control + 2 α × 4 conditions); shared: one concept's controls
     assert (c["trials_all"], c["trials_shared"]) == (3 * 2 * 9, 3 * 2 * 9 - 2 * 2)
     assert c["all_s"] > 0 and c["shared_s"] > 0
+
+
+def test_bias_questions_in_the_seed_framing_and_a_zero_injection_equals_its_control(tiny_model):
+    """Every framing asks the bias questions (the strict-format seed one too), and a bias answer
+    injected at α 0 is its control's answer token for token (same stream, same batch)."""
+    m = tiny_model("llama")
+    recs = I.run_task_a(m, _cfg(alphas=(0.0,), layers=(1,), n_samples=2, variant="seed",
+                                options=(("steer_check", False),)))
+    bias = {(r.word, r.extra["question"], r.sample, r.condition): r for r in recs
+            if r.condition in ("bias", "bias_control")}
+    assert {k[3] for k in bias} == {"bias", "bias_control"} and {r.variant for r in bias.values()} == {"seed"}
+    assert all("Answer yes or no." in r.prompt and "NO_INJECTION" in r.prompt for r in bias.values())
+    for (w, q, k, cond), r in bias.items():
+        if cond == "bias":
+            assert r.response == bias[(w, q, k, "bias_control")].response
+            assert r.grade == bias[(w, q, k, "bias_control")].grade

@@ -12,8 +12,10 @@ Modules: ``words`` (word forms, matching), ``text`` (cutting, sentences, coheren
 (white-box yes/no probabilities).
 """
 
+from introspect.grading.bias import grade_bias_answer
 from introspect.grading.detection import (
     detection_stance,
+    explicit_detection,
     free_form_detection,
     grade_task_A,
     parse_injection_report,
@@ -44,7 +46,7 @@ from introspect.grading.words import (
 
 __all__ = [
     "NEXT_TURN_STOPS", "Coherence", "coherence", "concept_pattern", "cut_at_next_turn",
-    "detection_stance", "first_mention", "forms_pattern", "free_form_detection", "grade_task_A",
+    "detection_stance", "explicit_detection", "first_mention", "grade_bias_answer", "forms_pattern", "free_form_detection", "grade_task_A",
     "grade_task_B", "grade_task_C", "inflections", "intent_cues", "is_question", "levenshtein",
     "names_concept", "normalize_word", "parse_choice", "parse_injection_report", "parse_intent",
     "parse_task_B", "parse_thought_free", "parse_yes_no", "sentences", "word_forms", "word_match",

@@ -145,6 +145,24 @@ def detection_stance(text: str) -> tuple[Literal["affirm", "deny", "hedge", "non
     return "none", -1, f"no asserted affirmation ({skipped})" if skipped else "no affirmation"
 
 
+def explicit_detection(text: str) -> bool:
+    """An explicit claim of a detected thought ("I detect an injected thought …",
+    ``INJECTION: word``), not a bare "yes": what counts as a detection report where the question
+    asked was about something else (a bias question), so that "Yes." there stays an answer."""
+    cut = cut_at_next_turn(text)
+    report = parse_injection_report(cut)
+    if report is not None:
+        return report != "NO_INJECTION"
+    t = _YES_OR_NO.sub(_blank, plain(cut))
+    for _, sent in sentences(t):
+        if is_question(sent) or is_conditional(sent):
+            continue
+        s = mask_subordinate(sent)
+        if _AFFIRM.search(s) and not _NEGATE.search(s) and not HEDGE.search(s):
+            return True
+    return False
+
+
 def parse_injection_report(text: str) -> Literal["NO_INJECTION"] | str | None:
     """``"NO_INJECTION"``, the single word of ``INJECTION: <word>``, or None if malformed."""
     text = cut_at_next_turn(text)

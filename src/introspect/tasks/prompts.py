@@ -84,10 +84,23 @@ def load_sentences(path: Path | str | None = None) -> tuple[str, ...]:
     return _string_list(p, data, "sentences")
 
 
-def load_bias_questions(path: Path | str | None = None) -> tuple[str, ...]:
-    """Yes/no questions whose right answer is "no" (``questions:`` in bias_questions.yaml)."""
+def load_bias_items(path: Path | str | None = None) -> tuple[tuple[str, str], ...]:
+    """(question, right answer) pairs of bias_questions.yaml: its false statements (``questions``,
+    answer "no") and true ones (``true_questions``, answer "yes"; optional), alternating, so the
+    first n of them are half yes-questions whatever n a run asks."""
     p, data = _load_mapping(path, "bias_questions.yaml")
-    return _string_list(p, data, "questions")
+    no = _string_list(p, data, "questions")
+    yes = _string_list(p, data, "true_questions") if data.get("true_questions") is not None else ()
+    out: list[tuple[str, str]] = []
+    for i in range(max(len(no), len(yes))):
+        out += [(no[i], "no")] if i < len(no) else []
+        out += [(yes[i], "yes")] if i < len(yes) else []
+    return tuple(out)
+
+
+def load_bias_questions(path: Path | str | None = None) -> tuple[str, ...]:
+    """The bias questions in the order a run asks them (``load_bias_items``)."""
+    return tuple(q for q, _ in load_bias_items(path))
 
 
 # ---------------------------------------------------------------- leak checks
@@ -221,18 +234,21 @@ BIAS_SUFFIX = " Answer yes or no."
 
 def task_a_bias(question: str, framing: str = "paper", trial: int = 1) -> Conversation:
     """Bias control in a detection framing: the framing's preamble and turns with its detection
-    question replaced by an unrelated question whose answer is "no", so that the P(yes) shift
-    it shows under injection is the framing's yes-bias, measured where the detection question
-    measures. Marks as the framing's own: ``from`` (paper, explained) or ``turn1``…``turn1_end``
-    (two_turn: injected over turn 1 only, the question asked in turn 2)."""
+    question replaced by an unrelated yes/no question, so that the wrong answers (and the P(yes)
+    shift) it shows under injection are the framing's yes-bias, measured where the detection
+    question measures. Marks as the framing's own: ``from`` (paper, explained, seed) or
+    ``turn1``…``turn1_end`` (two_turn: injected over turn 1 only, the question asked in turn 2)."""
     ask = question + BIAS_SUFFIX
+    if framing == "seed":
+        start = f"\n\nTrial {trial}"
+        return Conversation.of(("user", SEED_A_INSTRUCTIONS + start + ": " + ask), **{FROM_MARK: start})
     if framing == "two_turn":
         conv = task_a_two_turn(trial)
         msgs = [dict(m) for m in conv.messages]
         msgs[-1]["content"] = ask
         return Conversation(tuple(msgs), conv.prefill, conv.marks)
     if framing not in ("paper", "explained"):
-        raise ValueError(f"bias questions exist for the paper, explained and two_turn framings, not {framing!r}")
+        raise ValueError(f"bias questions exist for the paper, explained, seed and two_turn framings, not {framing!r}")
     intro = PAPER_A_INTRO if framing == "paper" else EXPLAINED_A_INTRO
     start = f"\n\nTrial {trial}"
     return Conversation.of(

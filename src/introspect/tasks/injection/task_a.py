@@ -12,11 +12,16 @@ through every generated token), ``explained`` (the same preceded by an accurate 
 injection is), ``two_turn`` (Pearson-Vogel et al. 2026: injected only over turn 1, asked in turn
 2) and ``seed`` (strict NO_INJECTION / INJECTION: w format).
 
-Controls from the critiques: ``bias`` asks unrelated questions whose answer is "no" in the same
-framing (preamble, turns, injected positions), injected with the concept and not
-(``bias_control``); the report turns the two log-odds shifts of P(yes) into an introspection
-score. Their first-token P(yes) is what counts, so they are read once (sample 0) with a short
-budget. The ``steer`` check injects each concept into a neutral prompt, from a mark in the user
+Controls from the critiques: ``bias`` asks unrelated yes/no questions (half true, half false
+statements) in every framing (preamble, turns, injected positions), injected with the concept and
+not (``bias_control``), sampled like the detection question (K samples, the same streams) with a
+budget long enough to read the answer: each is graded by content (right, affirms a false
+statement, denies a true one, or reports a detected thought: ``grading.bias``), so a yes-bias (a
+rise in wrong answers) is told apart from a detection report given to the wrong question. The
+report also turns the two first-token log-odds shifts of P(yes) into an introspection score, as
+a reading. Under ``concept_random`` (another concept's vector) the answer is graded for both
+words: the original one (``identified``, naming it by chance) and the vector's
+(``names_vector_word``: does the naming follow the vector?). The ``steer`` check injects each concept into a neutral prompt, from a mark in the user
 turn through the answer as the detection trials do, beside a Gaussian direction of the same norm
 (``steer_random``) and no injection (``steer_control``): does the concept's word gain more
 log-probability than under a random push, and is it mentioned?
@@ -31,8 +36,8 @@ from introspect.grading import (
     coherence,
     cut_at_next_turn,
     first_mention,
+    grade_bias_answer,
     grade_task_A,
-    parse_yes_no,
 )
 from introspect.records.jsonl import Record
 from introspect.tasks import prompts as P
@@ -44,14 +49,14 @@ DEFAULT_VARIANTS = ("paper", "explained", "two_turn")
 BUILDERS = {"paper": P.task_a_paper, "explained": P.task_a_explained, "two_turn": P.task_a_two_turn,
             "seed": P.task_a_seed}
 ABLATIONS = ("injected", "random", "concept_random", "negative")
-BIAS_FRAMINGS = ("paper", "explained", "two_turn")  # the seed framing's answer is not yes/no
-BIAS_TOKENS = 6  # enough to read "No." / "Yes, ..." as text; the score uses the first token
+BIAS_FRAMINGS = ("paper", "explained", "two_turn", "seed")
+BIAS_TOKENS = 16  # enough to tell "Yes, Paris is …" from "Yes, I detect an injected thought …"
 
 
 def plan(ctx: RunContext) -> list[Trial]:
     concepts = common.pick_concepts(ctx)
     n_bias = int(ctx.cfg.option("n_bias", 5))
-    n_q = len(P.load_bias_questions())
+    n_q = len(P.load_bias_items())
     if not 0 <= n_bias <= n_q:
         raise ConfigError(f"n_bias must be between 0 and the {n_q} bias questions, got {n_bias}")
     cells = common.grid(ctx)
@@ -75,7 +80,7 @@ def plan(ctx: RunContext) -> list[Trial]:
             sampled.append(Trial("A", "steer_control", 0, word=word, variant="steer"))
             sampled += [Trial("A", c, 0, layer, alpha, word, "steer") for layer, alpha in cells
                         for c in ("steer", "steer_random")]
-    return common.with_samples(ctx, sampled) + bias  # bias: read once, at sample 0
+    return common.with_samples(ctx, sampled + bias)
 
 
 def _conv(trial: Trial, questions: Sequence[str]):
@@ -113,7 +118,8 @@ def _injection(ctx: RunContext, t: Trial, p, concepts: Sequence[str]):
 
 
 def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
-    questions = P.load_bias_questions()
+    items = P.load_bias_items()
+    questions = [q for q, _ in items]
     concepts = common.pick_concepts(ctx)
     yes_no = common.YesNo(ctx.model.tokenizer)
 
@@ -128,10 +134,10 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
             ([t for t, b in zip(trials, is_bias) if b], min(BIAS_TOKENS, ctx.cfg.max_new_tokens))]
     for part, budget in runs:
         for r in common.execute_generation(ctx, part, make, max_new_tokens=budget):
-            yield _record(ctx, r, concepts, questions, yes_no, budget)
+            yield _record(ctx, r, concepts, items, yes_no, budget)
 
 
-def _record(ctx: RunContext, r, concepts, questions, yes_no, budget) -> Record:
+def _record(ctx: RunContext, r, concepts, items, yes_no, budget) -> Record:
     t, p, g = r.trial, r.prompts[0], r.gens[0]
     inj, extra = r.extra
     text = cut_at_next_turn(g.text)
@@ -140,12 +146,14 @@ def _record(ctx: RunContext, r, concepts, questions, yes_no, budget) -> Record:
                  "lp_word": common.word_logprob(ctx.model.tokenizer, g, t.word),
                  "coherent": coherence(text).coherent}
     elif t.condition in ("bias", "bias_control"):
-        said = parse_yes_no(text)
-        grade = {"said_yes": None if said is None else said == "YES", "coherent": coherence(text).coherent}
-        extra["question"] = questions[int(t.param("question"))]
+        question, correct = items[int(t.param("question"))]
+        grade = {**grade_bias_answer(text, correct), "coherent": coherence(text).coherent}
+        extra["question"], extra["correct"] = question, correct
     else:
         grade = grade_task_A(g.text, t.word, inj is not None)
         grade["identified"] = bool(grade.get("matched"))
+        if t.condition == "concept_random" and extra.get("vector_word"):
+            grade["names_vector_word"] = bool(grade_task_A(g.text, extra["vector_word"], True).get("matched"))
         if t.word:
             mismatch = common.other_concept(ctx, concepts, t.word, "mismatch")
             extra["mismatch_word"] = mismatch
