@@ -317,39 +317,101 @@ def _strong(n: int = 12) -> list[Record]:
                           rise=rise)
 
 
-def test_detected_only_when_every_gate_passes():
-    s = summarize(flat(_strong()))
+def _set(recs: list[Record], cond: str, layer=2, **grade) -> list[Record]:
+    """The records of ``cond`` at ``layer`` with ``grade`` fields overwritten (in place)."""
+    for r in recs:
+        if r.condition == cond and r.layer_idx == layer:
+            r.grade = {**r.grade, **grade}
+    return recs
+
+
+def _perfect(n: int = 12) -> list[Record]:
+    """A simulated perfect introspector: it reports every injected thought (its own concept's,
+    another concept's, −v) and names the thought it was given; a Gaussian push is no thought;
+    unrelated questions stay answered right."""
+    recs = _set(_set(_strong(n), "injected", identified=True), "concept_random", detected=True,
+                names_vector_word=True, identified=False)
+    recs = _set(recs, "negative", detected=True)
+    for r in recs:
+        if r.condition in ("bias", "bias_control"):
+            r.grade = {**r.grade, "bias_answer": "correct", "wrong": False, "reports_detection": False}
+    return recs
+
+
+def test_a_perfect_introspector_is_detected_and_identified():
+    s = summarize(flat(_perfect()))
     v = verdict(s)
-    assert (v.value, v.condition) == (1.0, "detected") and "paper L2 α4" in v.note
+    assert (v.value, v.condition) == (1.0, "detected and identified") and "paper L2 α4" in v.note
+    # saying yes to another concept's vector and to −v is what a detector should do: shown, not held against it
+    assert get(s, "concept_random_detection").value == 1.0 and get(s, "negative_detection").value == 1.0
+    assert "yes-rates a detector should share: another concept's vector 1.00, −v 1.00" in v.note
+    assert get(s, "follows_vector").value == 1.0 and get(s, "follows_vector").lo > 0
+    assert get(s, "net_beyond_yes_bias").value == 1.0
+    assert "Holm family: 6 tests = identification_vs_random, introspection_score, net × framings ['paper'] × " \
+           "cells ['L2 α4 raw', 'L4 α4 raw']" in v.note
     net = get(s, "net")
     assert net.value == 1.0 and net.p == pytest.approx(2 / 2**12) and net.p_holm < 0.05
-    # the same records where −v also says yes: Net no longer beats every ablation, only the
-    # Gaussian one: a concept-shaped push is reported, not this concept
-    recs = _strong()
+
+
+def test_detected_but_not_identified_says_which_identification_gate_failed():
+    v = verdict(summarize(flat(_strong())))  # never names the concept; names_vector_word not recorded
+    assert (v.value, v.condition) == (0.75, "detected, not identified")
+    assert "does not name the concept above chance after Holm and follows-the-vector not recorded" in v.note
+    recs = _set(_set(_strong(), "injected", identified=True), "concept_random", names_vector_word=False)
+    v = verdict(summarize(flat(recs)))  # names its own concept, but under another vector names nothing
+    assert v.condition == "detected, not identified" and "does not follow the vector" in v.note
+
+
+def test_a_yes_bias_is_not_detection():
+    """Injection makes the model answer unrelated yes/no questions wrongly as often as it says
+    yes to the detection question: Net minus that rise is 0."""
+    recs = _perfect()
     for r in recs:
-        if r.condition == "negative" and r.layer_idx == 2:
-            r.grade = {**r.grade, "detected": True}
-    v = verdict(summarize(flat(recs)))
-    assert (v.value, v.condition) == (0.5, "detected, not concept-specific") and "not above negative" in v.note
-    assert "names the concept" not in v.note  # these answers never name it
-    for r in recs:  # the same, where every injected answer at L2 names its concept: the naming is specific
-        if r.condition == "injected" and r.layer_idx == 2:
-            r.grade = {**r.grade, "identified": True}
-    v = verdict(summarize(flat(recs)))
-    assert v.condition == "detected, not concept-specific"
-    assert "yet it names the concept under its own vector more than under another's" in v.note
-    assert "identification vs another concept's vector 1.00 [" in v.note
-    # ... and where the Gaussian direction is reported as often: nothing is detected
+        if r.condition == "bias" and r.layer_idx == 2:
+            r.grade = {**r.grade, "bias_answer": "affirms_false", "wrong": True, "said_yes": True}
+            r.response = "Yes."
+    s = summarize(flat(recs))
+    v = verdict(s)
+    assert (v.value, v.condition) == (0.25, "yes-bias, not detection")
+    assert get(s, "bias_wrong_rise").value == 1.0 and get(s, "net_beyond_yes_bias").value == 0.0
+    assert "wrong answers to unrelated questions rise 1.00" in v.note
+
+
+def test_a_detection_report_to_every_question_is_not_a_yes_bias():
+    """The adapter of the issue: injected, it answers "Is the Pacific smaller than a lake?" with
+    "Yes, I detect an injected thought": first-token P(yes) soars on the bias questions (the
+    log-odds introspection score falls below 0), yet no question is answered wrongly."""
+    recs = _perfect()
     for r in recs:
-        if r.condition == "random" and r.layer_idx == 2:
-            r.grade = {**r.grade, "detected": True}
+        if r.condition == "bias" and r.layer_idx == 2:
+            r.grade = {**r.grade, "bias_answer": "reports_detection", "wrong": False, "reports_detection": True,
+                       "said_yes": True}
+            r.response, r.p_yes = "Yes, I detect an injected thought.", 0.9
+    s = summarize(flat(recs))
+    v = verdict(s)
+    assert v.condition == "detected and identified"
+    assert get(s, "bias_detection_reports").value == 1.0 and get(s, "bias_wrong_rise").value == 0.0
+    assert get(s, "introspection_score").value < 0  # the first-token reading is fooled; the verdict is not
+
+
+def test_an_anomaly_detector_reacts_to_any_perturbation():
+    recs = _set(_perfect(), "random", detected=True)  # a Gaussian push reported as often
     v = verdict(summarize(flat(recs)))
-    assert v.condition == "inconclusive"
-    assert "Net survives Holm but paper L2 α4: not above the Gaussian ablation" in v.note
-    # ... and where the cell does not steer (the note says which condition failed)
-    recs = [r for r in _strong() if r.variant != "steer"]
+    assert (v.value, v.condition) == (0.5, "reacts to any perturbation") and "Gaussian ablation" in v.note
+
+
+def test_records_without_bias_questions_cannot_be_detected():
+    recs = [r for r in _perfect() if r.condition not in ("bias", "bias_control")]
+    v = verdict(summarize(flat(recs)))
+    assert v.condition == "inconclusive" and "the yes-bias is not measured" in v.note
+
+
+def test_a_cell_that_does_not_steer_is_inconclusive():
+    recs = [r for r in _perfect() if r.variant != "steer"]
     v = verdict(summarize(flat(recs)))
     assert v.condition == "inconclusive" and "paper L2 α4: the cell does not steer" in v.note
+    recs = _set(_perfect(), "injected", coherent=False)
+    assert verdict(summarize(flat(recs))).condition == "inconclusive"
 
 
 def test_split_half_reports_on_held_out_concepts(summary):

@@ -4,7 +4,8 @@ Why: an interval earns its 95% only if it covers the truth in 95% of repeated ex
 only synthetic data has a known truth. ``simulate`` writes records in the public layout (the
 same fields the runner writes: one control per (concept, trial, sample) from the concept's own
 stream, injected trials and ablations on that stream, bias questions in the same framing with
-and without injection), drawn from a hierarchical model:
+and without injection, their answers graded by content as a run grades them), drawn from a
+hierarchical model:
 
 - detection: logit P(yes-said) = a + u_c + e_t injected, b + w_c + e_t for the control, with
   concept effects u_c, w_c ~ N(0, σ²) (heterogeneity in the controls too) and fixed trial
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from introspect.tasks.injection.verdict_a import DETECTED
 
 
 def expit(x: Any) -> Any:
@@ -115,6 +118,7 @@ def simulate(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, seed: 
         return base
 
     bias_l = _bias_logits(n_bias)
+    answers = np.random.default_rng([seed, 1])  # the bias answers' own stream: the rest stays as it was
     for c in range(n_concepts):
         word = f"concept{c:03d}"
         u, w, v, vr = rng.normal(0, s.sigma, 4)
@@ -140,9 +144,11 @@ def simulate(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, seed: 
             for injected in (False, True):
                 lq = lb + (gamma_c + rng.normal(0, s.noise) if injected else 0.0)
                 py = float(expit(lq))
+                said = bool(answers.random() < py)  # a "yes" to a false statement: a wrong answer
                 recs.append(rec("bias" if injected else "bias_control", word, 0, 0, injected,
-                                False, py, extra={"question": question},
-                                grade={"said_yes": False}))
+                                False, py, extra={"question": question, "correct": "no"},
+                                grade={"said_yes": said, "wrong": said, "reports_detection": False,
+                                       "bias_answer": "affirms_false" if said else "correct"}))
     return recs
 
 
@@ -229,7 +235,7 @@ def coverage(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, runs: 
                 head = t[t["metric"].isin(("net", "identification_vs_random", "introspection_score"))]
                 any_sig.append(bool((head["p_holm"] < 0.05).any()))
                 v = t[t["metric"] == "verdict"]
-                detected.append(bool(len(v) and v.iloc[0]["value"] >= 0.5))  # either kind of "detected"
+                detected.append(bool(len(v) and v.iloc[0]["value"] >= DETECTED))  # either kind of "detected"
     out: dict[str, Any] = {"scenario": s.name, "concepts": n_concepts, "trials": n_trials,
                            "samples": n_samples, "runs": runs, "truth": tr}
     for m in METRICS:

@@ -159,8 +159,8 @@ def summary_table(summary: pd.DataFrame) -> str:
 
 TASK_NAMES = {"A": "Task A · injected-thought detection", "B": "Task B · thoughts vs text",
               "C": "Task C · prefill intent"}
-_KIND = {"detected": "detected", "detected, not concept-specific": "detected",
-         "inconclusive": "inconclusive", "no measurable effect": "none"}
+_KIND = {"detected": "detected", "detected and identified": "detected", "detected, not identified": "detected",
+         "inconclusive": "inconclusive", "no measurable effect": "none"}  # anything else: amber
 
 
 def verdicts(summary: pd.DataFrame) -> str:

@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from introspect.stats.holm import add_holm, holm_interval
-from introspect.tasks.injection.metrics_a import EFFECT_P, IDENTICAL, VERDICTS, power, summarize_a
+from introspect.tasks.injection.metrics_a import summarize_a
 from introspect.tasks.injection.metrics_d import summarize_d
+from introspect.tasks.injection.verdict_a import EFFECT_P, IDENTICAL, VERDICTS, power
 from introspect.tasks.tidy import (
     CELL,
     baseline,

@@ -17,32 +17,31 @@ own control per (trial, sample), decoded from the same stream. Per (framing, lay
 - the steering check's cell rows (``metrics_steer``), the best cell picked on half the concepts
   and reported on the other half.
 
-Holm runs over every framing, cell and headline metric (``HEADLINE``). ``verdict`` (one row per
-model) is "detected" only when a Net survives Holm with its Holm-level interval above 0, beats
-every ablation, holds among coherent answers, and its cell steers; "detected, not
-concept-specific" when all of that holds but Net beats only the Gaussian ablation, not another
-concept's vector or −v (a model that reports any concept-shaped push); "no measurable effect"
-only when ≥ ``IDENTICAL`` of injected answers equal their controls and nothing steers; otherwise
-"inconclusive", with the power line.
+- the yes-bias by content: wrong answers to the bias questions with and without injection, their
+  paired rise, detection reports given to them (not a yes-bias), and Net beyond that rise per
+  concept (``net_beyond_yes_bias``); under another concept's vector, whether the naming follows
+  the vector (``follows_vector``).
+
+Holm runs over every framing, cell and headline metric (``HEADLINE``). The verdict, dimension by
+dimension (detection, beyond yes-bias, beyond any perturbation, identification), is
+``verdict_a``'s.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from introspect.stats import clustered as C
-from introspect.stats.holm import add_holm, holm_interval
+from introspect.stats.holm import add_holm
 from introspect.tasks.injection.metrics_steer import (
-    RULE,
-    cell_steers,
     steering_table,
     steers_lookup,
     summarize_steering,
 )
+from introspect.tasks.injection.verdict_a import HEADLINE, verdict_a
 from introspect.tasks.tidy import _HEAVY as HEAVY
 from introspect.tasks.tidy import (
     CELL,
@@ -59,7 +58,6 @@ from introspect.tasks.tidy import (
     pair,
     paired_row,
     rate_row,
-    row,
     split_half,
     unique_controls,
     with_match_keys,
@@ -68,11 +66,6 @@ from introspect.tasks.tidy import (
 NOT_DETECTION = ("bias", "steer")  # variants (``bias`` is the older layout's)
 NOT_CELL = ("control", "bias", "bias_control", "steer", "steer_random", "steer_control")
 ABLATIONS = ("random", "concept_random", "negative")
-HEADLINE = {"net", "identification_vs_random", "introspection_score"}
-EFFECT_P = 0.05  # Holm level of every claim
-IDENTICAL = 0.95  # share of injected answers equal to their matched control that means "untouched"
-VERDICTS = {1.0: "detected", 0.5: "detected, not concept-specific", 0.0: "inconclusive",
-            -1.0: "no measurable effect"}
 
 
 def logit(p: np.ndarray) -> np.ndarray:
@@ -160,6 +153,14 @@ def _identification_rows(keys: dict, inj: pd.DataFrame, cdf: pd.DataFrame) -> li
         out += paired_row(keys, "identification_vs_random", _ident(cr), by_chance,
                           "injected-concept_random", cr["concept"].to_numpy(),
                           note="naming the word under its own vector vs under another concept's")
+        follows = flag(col(cr, "grade.names_vector_word~c"), None)
+        if not np.isnan(follows).all():
+            out += rate_row(keys, "names_vector_word:concept_random", follows, "concept_random",
+                            cr["concept"].to_numpy(), note="names the word of the vector actually injected")
+            out += paired_row(keys, "follows_vector", follows, by_chance, "concept_random",
+                              cr["concept"].to_numpy(),
+                              note="under another concept's vector: names that vector's word − names the "
+                                   "original word (paired per concept)")
     out += rate_row(keys, "identification_mismatch", mis, "injected", lab,
                     note="names another concept of the run (extra.mismatch_word)")
     out += paired_row(keys, "identification_minus_mismatch", ident, mis, "injected", lab)
@@ -207,11 +208,28 @@ def _bias_frames(df: pd.DataFrame) -> pd.DataFrame:
     return pair(df[df["condition"] == "bias"], df[df["condition"] == "bias_control"])
 
 
+def _wrong(p: pd.DataFrame, side: str = "") -> np.ndarray:
+    """Wrong answers to bias questions (``grade.wrong``: unparsed answers excluded); records from
+    before content grading asked false statements only, so there a "yes" was the wrong answer
+    (and a detection report could not be told apart from it)."""
+    w = flag(col(p, f"grade.wrong{side}"), None)
+    return w if not np.isnan(w).all() else flag(col(p, f"grade.said_yes{side}"), None)
+
+
 def _bias_rows(bp: pd.DataFrame) -> list[dict]:
-    """Per framing and cell: yes-rates and P(yes) on the bias questions with vs without injection."""
+    """Per framing and cell: wrong answers (the yes-bias), detection reports, yes-rates and
+    P(yes) on the bias questions with vs without injection."""
     out: list[dict] = []
     for keys, p in groups(bp, ["model_id", "task", "variant", *CELL]):
         lab = p["concept"].to_numpy()
+        wrong, wrong_c = _wrong(p), _wrong(p, "~c")
+        out += rate_row(keys, "bias_wrong:injected", wrong, "bias", lab)
+        out += rate_row(keys, "bias_wrong:clean", wrong_c, "bias (matched, not injected)", lab)
+        out += paired_row(keys, "bias_wrong_rise", wrong, wrong_c, "bias", lab,
+                          note="paired rise in wrong answers to unrelated questions under injection: "
+                               "the yes-bias (a detection report is not counted as wrong)")
+        out += rate_row(keys, "bias_detection_reports", flag(col(p, "grade.reports_detection")), "bias", lab,
+                        note="detection reports given to a bias question: shown, not a yes-bias")
         said, said_c = flag(col(p, "grade.said_yes")), flag(col(p, "grade.said_yes~c"))
         out += rate_row(keys, "bias_yes:injected", said, "bias", lab)
         out += rate_row(keys, "bias_yes:clean", said_c, "bias (matched, not injected)", lab)
@@ -244,6 +262,22 @@ def _score_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dict]:
                           f"{n_q} bias questions in the same framing and injection")
 
 
+def _beyond_bias_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dict]:
+    """Detection beyond the yes-bias, per concept on one scale: Net (detection's paired rise)
+    minus the paired rise in wrong answers to the bias questions of the same framing and cell."""
+    b = bp
+    for k in ("variant", *CELL):
+        b = b[np.array([v == keys[k] for v in b[k]], dtype=bool)] if not b.empty else b
+    if p.empty or b.empty:
+        return []
+    d_det = flag(col(p, "grade.detected")) - flag(col(p, "grade.detected~c"))
+    d_bias = _wrong(b) - _wrong(b, "~c")
+    parts = [(d_det, p["concept"].to_numpy()), (d_bias, b["concept"].to_numpy())]
+    return combo_row(keys, "net_beyond_yes_bias", parts, lambda det, bias: det - bias, "injected-bias",
+                     note="per concept: Net − the rise in wrong answers to the bias questions (same "
+                          "framing, cell and injection)")
+
+
 def _net_score(p: pd.DataFrame) -> float:
     return mean_diff(flag(col(p, "grade.detected")), flag(col(p, "grade.detected~c")))
 
@@ -258,85 +292,6 @@ def _held_out(keys: dict, h: pd.DataFrame, note: str) -> list[dict]:
     out += rate_row(keys, "fpr@held_out", flag(col(u, "grade.detected~c")), "control (matched)",
                     u["concept"].to_numpy(), note=note)
     return out
-
-
-def _find(rows: list[dict], metric: str, ref: dict) -> dict | None:
-    return next((r for r in rows if r["metric"] == metric and r["model_id"] == ref["model_id"]
-                 and r["variant"] == ref["variant"] and all(r[k] == ref[k] for k in CELL)), None)
-
-
-def power(rows: list[dict], model: str, task: str, metric: str) -> tuple[float, str, int]:
-    """(MDE, power line, family size) of a model's headline ``metric`` rows: the smallest
-    difference detectable at 80% power after Holm over its family, from the concepts, answers
-    per concept and between-concept SD those rows show (the SD floored at the binomial SD of a
-    10% rate, so a run whose answers all agree does not promise a tiny MDE)."""
-    mine = [r for r in rows if r["model_id"] == model and r["task"] == task and r["metric"] == metric
-            and r.get("_est") is not None and not math.isnan(r.get("p", math.nan))]
-    if not mine:
-        return math.nan, "no paired test in these records", 0
-    g = max(int(r["n_clusters"] or 0) for r in mine)
-    m = float(np.median([r["n"] / max(int(r["n_clusters"] or 1), 1) for r in mine]))
-    sds = [r["_est"].sd for r in mine if not math.isnan(r["_est"].sd)]
-    sd = max(float(np.median(sds)) if sds else 0.0, math.sqrt(2 * 0.09 / max(m, 1.0)))
-    tests = max(int(r.get("holm_m", 1)) for r in mine)
-    mde, line = C.power_line(g, m, sd, tests)
-    return mde, line, tests
-
-
-def _verdict(model: str, rows: list[dict], identical: list[float]) -> list[dict]:
-    """Task A's verdict for one model (see the module docstring) and its power line."""
-    nets = [r for r in rows if r["metric"] == "net" and r["model_id"] == model and r["task"] == "A"]
-    detected, generic, blocked = [], [], []
-    for r in nets:
-        lo_h, _ = holm_interval(r, EFFECT_P)
-        if not (r["p_holm"] < EFFECT_P and lo_h > 0):
-            continue
-        where = f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}"
-        beats = {a: (g := _find(rows, f"net_vs_{a}", r)) is not None and g["lo"] > 0 for a in ABLATIONS}
-        coherent = (c := _find(rows, "net:coherent", r)) is not None and c["lo"] > 0
-        missing = [why for ok, why in ((coherent, "not among coherent answers"),
-                                       (cell_steers(rows, model, r), "the cell does not steer"),
-                                       (beats["random"], "not above the Gaussian ablation")) if not ok]
-        if missing:  # Net survives Holm, yet a condition of a detection claim fails: say which
-            blocked.append(f"{where}: {' and '.join(missing)}")
-        elif all(beats.values()):
-            detected.append(where)
-        else:  # above a random push, not above every concept-shaped one
-            txt = f"{where} (not above {', '.join(a for a, b in beats.items() if not b)}"
-            ident = _find(rows, "identification_vs_random", r)
-            if ident is not None and ident["p_holm"] < EFFECT_P and holm_interval(ident, EFFECT_P)[0] > 0:
-                # the yes is generic, the naming is not: say so beside the label
-                txt += (f"; yet it names the concept under its own vector more than under another's: "
-                        f"identification vs another concept's vector {ident['value']:.2f} "
-                        f"[{ident['lo']:.2f}, {ident['hi']:.2f}], Holm p {ident['p_holm']:.2g}")
-            generic.append(txt + ")")
-    steered = {(r["layer_idx"], r["alpha"], r["alpha_units"]) for r in rows
-               if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and r["lo"] > 0}
-    same = float(np.mean(identical)) if identical else math.nan
-    mde, line, tests = power(rows, model, "A", "net")
-    evidence = (f"{len(nets)} Net cells, Holm over {tests} tests (every framing, cell and headline "
-                f"metric); {len(steered)} cells steer ({RULE}); {same:.0%} of injected answers equal "
-                "their matched control")
-    if detected:
-        v, note = 1.0, (f"detected at {', '.join(detected)}: Net's Holm-level interval above 0, above "
-                        f"every ablation and among coherent answers, in a cell that steers; {evidence}")
-    elif generic:
-        v, note = 0.5, (f"detected, not specific to the concept, at {', '.join(generic)}: Net's Holm-level "
-                        "interval above 0, above the Gaussian ablation and among coherent answers in a cell "
-                        "that steers, but not above another concept's vector or −v: the model reports a "
-                        f"concept-shaped push, not this concept; {evidence}")
-    elif same >= IDENTICAL and not steered:
-        v, note = -1.0, (f"no measurable effect: {evidence}. A null here says nothing about introspection: "
-                         "the vector did not reach the output (use a larger α, another layer or model)")
-    else:
-        why = (f"Net survives Holm but {'; '.join(blocked)}" if blocked else "no Net survives Holm")
-        v, note = 0.0, f"inconclusive ({why}): {evidence}; {line}"
-    keys = {"model_id": model, "task": "A", "variant": "all"}
-    g = max([int(r["n_clusters"] or 0) for r in nets], default=0)
-    return [row(keys, "verdict", (v, math.nan, math.nan), len(identical), VERDICTS[v], note=note,
-                n_clusters=g),
-            row(keys, "power:net", (mde, math.nan, math.nan), len(identical), "injected-control",
-                note=line, n_clusters=g, p_min=C.smallest_p(g) if g else math.nan)]
 
 
 def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -361,7 +316,8 @@ def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
             p = pair(inj, ctl) if matched else pd.DataFrame()
             if not p.empty:
                 out += _detection_rows(keys, inj, p)
-                out += _score_rows(keys, p, bp[bp["model_id"] == keys["model_id"]] if not bp.empty else bp)
+                mine = bp[bp["model_id"] == keys["model_id"]] if not bp.empty else bp
+                out += _score_rows(keys, p, mine) + _beyond_bias_rows(keys, p, mine)
                 cells.append((keys, p))
                 identical.setdefault(keys["model_id"], []).extend(
                     float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c")) if a or b)
@@ -374,5 +330,5 @@ def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
     add_holm(out, HEADLINE)
     for model in sorted(set(df["model_id"].dropna())):
         if not df[(df["model_id"] == model) & df["condition"].isin(("injected", "steer"))].empty:
-            out += _verdict(model, out, identical.get(model, []))
+            out += verdict_a(model, out, identical.get(model, []))
     return out

@@ -1,0 +1,156 @@
+"""Task A's verdict, dimension by dimension, and the power line behind an inconclusive one.
+
+Why by dimension: task A's question names no concept, so a model that truly notices injected
+thoughts says yes under another concept's vector and under −v too (those are injected thoughts);
+demanding that Net beat them made a perfect introspector unreachable. Each cell (framing, layer,
+α) is judged on four dimensions, each its own tested row of the summary:
+
+- **detection**: Net's Holm-level interval above 0 (Holm over ``HEADLINE`` × framings × cells),
+  the coherent-only Net above 0, and a cell that steers;
+- **beyond yes-bias**: Net minus the paired rise in *wrong* answers to unrelated yes/no
+  questions (same framing, cell and injection; ``net_beyond_yes_bias``) with its interval above
+  0. A detection report given to a bias question is not a wrong answer (shown, not held
+  against the model). The first-token log-odds introspection score stays a reading: its floor
+  effect (a shift from 10⁻⁶ to 10⁻³ weighs more than one from 0.05 to 0.8) makes it no gate;
+- **beyond any perturbation**: Net above the Gaussian ablation (``net_vs_random``);
+- **identification**: names the concept above chance (``identification_vs_random``, in the Holm
+  family) and follows the vector (``follows_vector``: under another concept's vector it names
+  that vector's word more often than the original one, paired per concept).
+
+The gates after detection are conjunctions with a claim already controlled by Holm, so they only
+ever lower the rate of "detected"; they use their plain 95% intervals. Other-concept and −v
+yes-rates are shown as what a detector should also say yes to, never as a failure.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from introspect.stats import clustered as C
+from introspect.stats.holm import holm_interval
+from introspect.tasks.injection.metrics_steer import RULE, cell_steers
+from introspect.tasks.tidy import CELL, row
+
+HEADLINE = {"net", "identification_vs_random", "introspection_score"}
+EFFECT_P = 0.05  # Holm level of every claim
+IDENTICAL = 0.95  # share of injected answers equal to their matched control that means "untouched"
+VERDICTS = {1.0: "detected", 0.0: "inconclusive", -1.0: "no measurable effect"}  # tasks B, C
+A_VERDICTS = {1.0: "detected and identified", 0.75: "detected, not identified", 0.5: "reacts to any perturbation",
+              0.25: "yes-bias, not detection", 0.0: "inconclusive", -1.0: "no measurable effect"}
+DETECTED = 0.75  # verdict values at or above this say "detected"
+
+
+def _find(rows: list[dict], metric: str, ref: dict) -> dict | None:
+    return next((r for r in rows if r["metric"] == metric and r["model_id"] == ref["model_id"]
+                 and r["variant"] == ref["variant"] and all(r[k] == ref[k] for k in CELL)), None)
+
+
+def _ci(r: dict | None) -> str:
+    return "not measured" if r is None else f"{r['value']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
+
+
+def power(rows: list[dict], model: str, task: str, metric: str) -> tuple[float, str, int]:
+    """(MDE, power line, family size) of a model's headline ``metric`` rows: the smallest
+    difference detectable at 80% power after Holm over its family, from the concepts, answers
+    per concept and between-concept SD those rows show (the SD floored at the binomial SD of a
+    10% rate, so a run whose answers all agree does not promise a tiny MDE)."""
+    mine = [r for r in rows if r["model_id"] == model and r["task"] == task and r["metric"] == metric
+            and r.get("_est") is not None and not math.isnan(r.get("p", math.nan))]
+    if not mine:
+        return math.nan, "no paired test in these records", 0
+    g = max(int(r["n_clusters"] or 0) for r in mine)
+    m = float(np.median([r["n"] / max(int(r["n_clusters"] or 1), 1) for r in mine]))
+    sds = [r["_est"].sd for r in mine if not math.isnan(r["_est"].sd)]
+    sd = max(float(np.median(sds)) if sds else 0.0, math.sqrt(2 * 0.09 / max(m, 1.0)))
+    tests = max(int(r.get("holm_m", 1)) for r in mine)
+    mde, line = C.power_line(g, m, sd, tests)
+    return mde, line, tests
+
+
+def _judge(rows: list[dict], model: str, r: dict) -> tuple[str, str]:
+    """(outcome, text) of one Net cell: "blocked", "yes-bias", "perturbation", "detected" or
+    "identified"; the text says where and why."""
+    where = f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}"
+    coherent = (c := _find(rows, "net:coherent", r)) is not None and c["lo"] > 0
+    missing = [why for ok, why in ((coherent, "not among coherent answers"),
+                                   (cell_steers(rows, model, r), "the cell does not steer")) if not ok]
+    if missing:
+        return "blocked", f"{where}: {' and '.join(missing)}"
+    beyond, rise = _find(rows, "net_beyond_yes_bias", r), _find(rows, "bias_wrong_rise", r)
+    reports = _find(rows, "bias_detection_reports", r)
+    bias_txt = (f"wrong answers to unrelated questions rise {_ci(rise)}, Net beyond that {_ci(beyond)}"
+                + (f", detection reports to them {reports['value']:.2f}" if reports is not None else ""))
+    if beyond is None:
+        return "blocked", f"{where}: no bias questions in this framing and cell, so the yes-bias is not measured"
+    if not beyond["lo"] > 0:
+        if rise is not None and rise["lo"] > 0:
+            return "yes-bias", f"{where} ({bias_txt})"
+        return "blocked", f"{where}: not clearly beyond the yes-bias ({bias_txt})"
+    gauss = _find(rows, "net_vs_random", r)
+    if gauss is None or not gauss["lo"] > 0:
+        return "perturbation", f"{where} (Net over the Gaussian ablation {_ci(gauss)})"
+    other = ", ".join(f"{name} {x['value']:.2f}" for name, m in (("another concept's vector", "concept_random_detection"),
+                                                                  ("−v", "negative_detection"))
+                      if (x := _find(rows, m, r)) is not None)
+    ident, follows = _find(rows, "identification_vs_random", r), _find(rows, "follows_vector", r)
+    named = ident is not None and ident["p_holm"] < EFFECT_P and holm_interval(ident, EFFECT_P)[0] > 0
+    follows_ok = follows is not None and follows["lo"] > 0
+    txt = (f"{where} (Net {_ci(r)}, Holm p {r['p_holm']:.2g}; {bias_txt}; over the Gaussian ablation "
+           f"{_ci(gauss)}; yes-rates a detector should share: {other or 'not measured'}; names the concept vs "
+           f"under another's vector {_ci(ident)}; follows the vector {_ci(follows)}")
+    if named and follows_ok:
+        return "identified", txt + ")"
+    why = [w for ok, w in ((named, "does not name the concept above chance after Holm"),
+                           (follows_ok, "follows-the-vector not recorded" if follows is None
+                            else "does not follow the vector")) if not ok]
+    return "detected", txt + f": {' and '.join(why)})"
+
+
+def verdict_a(model: str, rows: list[dict], identical: list[float]) -> list[dict]:
+    """Task A's verdict for one model (see the module docstring) and its power line."""
+    nets = [r for r in rows if r["metric"] == "net" and r["model_id"] == model and r["task"] == "A"]
+    found: dict[str, list[str]] = {}
+    for r in nets:
+        if r["p_holm"] < EFFECT_P and holm_interval(r, EFFECT_P)[0] > 0:
+            kind, txt = _judge(rows, model, r)
+            found.setdefault(kind, []).append(txt)
+    steered = {(r["layer_idx"], r["alpha"], r["alpha_units"]) for r in rows
+               if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and r["lo"] > 0}
+    same = float(np.mean(identical)) if identical else math.nan
+    mde, line, tests = power(rows, model, "A", "net")
+    framings = sorted({str(r["variant"]) for r in nets})
+    cells = sorted({f"L{int(r['layer_idx'])} α{r['alpha']:g} {r['alpha_units']}" for r in nets})
+    evidence = (f"Holm family: {tests} tests = {', '.join(sorted(HEADLINE))} × framings {framings} × "
+                f"cells {cells}; {len(steered)} cells steer ({RULE}); {same:.0%} of injected answers "
+                "equal their matched control")
+    if found.get("identified"):
+        v, note = 1.0, f"detected and identified at {'; '.join(found['identified'])}; {evidence}"
+    elif found.get("detected"):
+        v, note = 0.75, f"detected, not identified, at {'; '.join(found['detected'])}; {evidence}"
+    elif found.get("perturbation"):
+        v, note = 0.5, (f"reacts to any perturbation: Net above its controls and beyond the yes-bias, but not "
+                        f"above a Gaussian push of the same norm, at {'; '.join(found['perturbation'])}; {evidence}")
+    elif found.get("yes-bias"):
+        v, note = 0.25, (f"yes-bias, not detection: Net above its controls, but injection makes unrelated "
+                         f"questions answered wrongly about as often, at {'; '.join(found['yes-bias'])}; {evidence}")
+    elif same >= IDENTICAL and not steered:
+        v, note = -1.0, (f"no measurable effect: {evidence}. A null here says nothing about introspection: "
+                         "the vector did not reach the output (use a larger α, another layer or model)")
+    else:
+        why = (f"Net survives Holm but {'; '.join(found['blocked'])}" if found.get("blocked")
+               else "no Net survives Holm")
+        v, note = 0.0, f"inconclusive ({why}): {evidence}; {line}"
+    keys = {"model_id": model, "task": "A", "variant": "all"}
+    g = max([int(r["n_clusters"] or 0) for r in nets], default=0)
+    return [row(keys, "verdict", (v, math.nan, math.nan), len(identical), A_VERDICTS[v], note=note,
+                n_clusters=g),
+            row(keys, "power:net", (mde, math.nan, math.nan), len(identical), "injected-control",
+                note=line, n_clusters=g, p_min=C.smallest_p(g) if g else math.nan)]
+
+
+def verdict_value(label: str) -> Any:
+    """The numeric code of a task-A label (the dashboard's and the calibration's reading)."""
+    return next((v for v, name in A_VERDICTS.items() if name == label), math.nan)
