@@ -36,7 +36,7 @@ def words_file(tmp_path_factory) -> str:
 
 
 def tiny_cfg(words_file: str, **kw) -> L.TrainConfig:
-    base = dict(layer=1, steps=40, batch_size=8, lr=1e-2, rank=8, warmup=2, replay_prompts=2, replay_tokens=6,
+    base = dict(layer=1, steps=60, batch_size=8, lr=1e-2, rank=8, warmup=2, replay_prompts=2, replay_tokens=6,
                 checkpoint_every=1000, phrasings=("short",), strength=(0.5, 1.0), heldout_frac=0.0, n_trials=2,
                 train_words_file=words_file, mix=(("positive", 0.5), ("clean", 0.5)), replay_frac=0.25)
     return L.TrainConfig(**{**base, **kw})
@@ -59,7 +59,7 @@ def yes_minus_no(model, plan: L.Plan, layer: int, words: list[str]) -> tuple[flo
 
 @pytest.fixture(scope="module")
 def trained(tiny_dir, words_file, tmp_path_factory):
-    """A fresh tiny llama trained for 40 steps (the session's shared tiny model stays untouched)."""
+    """A fresh tiny llama trained for 60 steps (the session's shared tiny model stays untouched)."""
     model = load_model(str(tiny_dir("llama")))
     cfg = tiny_cfg(words_file)
     plan = L.prepare(model, cfg)
@@ -74,7 +74,7 @@ def trained(tiny_dir, words_file, tmp_path_factory):
 
 def test_loss_falls(trained):
     losses = [r["loss"] for r in trained["stats"].log]
-    assert len(losses) == 40
+    assert len(losses) == 60
     assert sum(losses[-8:]) / 8 < sum(losses[:8]) / 8 - 0.3
 
 
@@ -122,7 +122,7 @@ def test_save_load_identical_logits_and_own_identity(trained, tiny_dir):
     card = json.loads(next(n for n in info.notes if n.startswith("model card: "))[len("model card: "):])
     assert card["adapter"] == meta["adapter_hash"] and card["fingerprint"] == info.fingerprint
     note = json.loads(next(n for n in info.notes if n.startswith(lora.ADAPTER_NOTE))[len(lora.ADAPTER_NOTE):])
-    assert note["training"]["steps"] == 40 and note["layer"] == 1
+    assert note["training"]["steps"] == 60 and note["layer"] == 1
     _, cache_a = base.run_with_cache(ids)
     _, cache_b = loaded.run_with_cache(ids)
     assert set(cache_a.keys()) == set(cache_b.keys())  # every TL hook name still fires

@@ -227,7 +227,8 @@ def test_recovery_inserts_least_likely_tokens(tiny_model):
     size = min(len(m.tokenizer), m.cfg.d_vocab)
     mask = recovery._candidates(m.tokenizer, size)
     assert ids[0] == int(lp[:size].masked_fill(~mask, float("inf")).argmin())
-    assert pert.response.startswith(m.tokenizer.decode(list(gen_ids) + ids))
+    # responses are decoded without special tokens (a tiny random model may emit <unk>)
+    assert pert.response.startswith(m.tokenizer.decode(list(gen_ids) + ids, skip_special_tokens=True))
     with pytest.raises(ConfigError):
         recovery.plan(_ctx(m, kinds=("bogus",)))
 
@@ -421,6 +422,6 @@ def test_recovery_position_is_recorded_in_the_reasoning(tiny_model):
         assert g["insert_rule"] == rule and g["in_reasoning"] == (rule in recovery.IN_REASONING)
         assert g["answer_before_insert"] == recovery.answer_written(g["text_before_insert"], recovery.stated_final(base))
         assert base.startswith(g["text_before_insert"]) and r.response.startswith(g["text_before_insert"])
-        assert r.response[len(g["text_before_insert"]):].startswith(g["inserted_text"].strip()[:1])
+        assert r.response[len(g["text_before_insert"]):].lstrip().startswith(g["inserted_text"].strip()[:1])
         if end is not None:
             assert len(g["text_before_insert"]) >= end  # the whole step is kept before the tokens
