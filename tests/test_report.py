@@ -276,8 +276,9 @@ def test_figures_and_dashboard(results: Path, tmp_path: Path):
     s = summarize(load_results(results))
     panels = build_figures(s)
     titles = [p.title for p in panels]
-    # one detection heatmap per model (issue 9 added more task-A figures beside it)
-    assert sum(t.startswith("Task A · injected-thought detection") for t in titles) == 2
+    # task A's grid figure per model: a heatmap on a ≥ 2 × 2 grid, else a forest plot per cell
+    a_grid = [t for t in titles if t.startswith(("Task A · injected-thought detection", "Task A · layer "))]
+    assert any(M1 in t for t in a_grid) and len(a_grid) >= 2
     assert any(t.startswith("Task B") for t in titles)
     assert any(t.startswith("Task C") for t in titles)
     assert any("all models" in t for t in titles)  # Task D cross-model figure
@@ -374,19 +375,14 @@ def test_dashboard_shows_issue9_figures(tmp_path: Path):
     s = summarize(load_results(root))
     assert {"ci", "n_clusters", "p", "p_holm", "note"} <= set(s.columns)
     titles = [p.title for p in build_figures(s)]
-    for model in ("tiny/steers", "tiny/inert"):
-        for kind in ("injected-thought detection", "P(yes) vs α", "introspection score",
-                     "controls"):
-            assert f"Task A · {kind} · {model} · paper" in titles, (kind, model)
+    for model in ("tiny/steers", "tiny/inert"):  # layers 2 and 4 at one α: a forest plot per cell,
+        for layer in (2, 4):  # no heatmap and no one-point line over α (tests/test_figures_shape.py)
+            assert f"Task A · layer {layer}, α 4 (raw) · {model} · paper" in titles, (layer, model)
+        assert not any(k in t for t in titles for k in ("P(yes) vs α", "injected-thought detection ·"))
         assert f"Task A · steering check · {model}" in titles
     assert "Task A · best cell, measured on held-out concepts" in titles
-    heat = next(p for p in build_figures(s) if p.title.startswith("Task A · injected-thought"))
-    assert [t.name for t in heat.fig.data] == ["tpr", "fpr", "net", "steer_share"]
-    pyes = next(p for p in build_figures(s) if p.title.startswith("Task A · P(yes)"))
-    names = {t.name for t in pyes.fig.data}
-    assert names == {"detection, injected", "detection, matched control",
-                     "bias question, injected", "bias question, not injected"}
-    assert all(t.error_y.array is not None for t in pyes.fig.data)  # every point has its CI
+    forest = next(p for p in build_figures(s) if p.title.startswith("Task A · layer 2"))
+    assert all(t.error_x.array is not None for t in forest.fig.data)  # every point has its CI
     html = write_dashboard(root).read_text()
     assert ('class="verdict none" data-task="A"><strong>Task A · injected-thought detection — '
             "tiny/inert: no measurable effect</strong>") in html

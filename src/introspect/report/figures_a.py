@@ -44,12 +44,22 @@ _HEAT = (("tpr", "TPR (detected | injected)"), ("fpr", "FPR (detected | matched 
          ("net", "Net = TPR − FPR (paired)"), ("steer_share", "share of concepts that steer"))
 
 
+def grid_shape(sub: pd.DataFrame) -> tuple[int, int]:
+    """(layers, α values) of a group's cells: which figures its grid can carry. A heatmap needs
+    at least two of each, a line over α at least two α; one α gets a forest plot instead."""
+    cells = sub[sub["layer_idx"].notna()]
+    return int(cells["layer_idx"].nunique()), int(cells["alpha"].nunique())
+
+
 def task_a_heatmaps(summary: pd.DataFrame) -> list[Panel]:
-    """Layer × α heatmaps of TPR, matched FPR, Net and, beside them, the steering check."""
+    """Layer × α heatmaps of TPR, matched FPR, Net and, beside them, the steering check (only
+    on a grid of at least 2 × 2 cells)."""
     a = _detection(summary)
     a = a[a["metric"].isin([m for m, _ in _HEAT])]
     panels = []
     for (model, variant, units), sub in a.groupby(["model_id", "variant", "alpha_units"]):
+        if min(grid_shape(sub)) < 2:
+            continue
         layers = sorted(sub["layer_idx"].dropna().unique().tolist())
         alphas = sorted(sub["alpha"].unique().tolist())
         shown = [(m, t) for m, t in _HEAT if (sub["metric"] == m).any()]
@@ -106,9 +116,10 @@ def _curves(fig: go.Figure, rows: pd.DataFrame, name: str, color: str, at: tuple
 
 def _per_layer_figure(series: list[tuple[str, pd.DataFrame, str, str | None]], units: str,
                       y_title: str, fmt: str, y_range=None) -> go.Figure | None:
-    """One small panel per layer (up to 4 a row), x = α, a line per series with error bars."""
+    """One small panel per layer (up to 4 a row), x = α, a line per series with error bars; None
+    with fewer than two α (a one-point line says nothing: the forest plot shows that grid)."""
     layers = sorted({int(x) for _, s, _, _ in series for x in s["layer_idx"].dropna()})
-    if not layers:
+    if not layers or len({float(a) for _, s, _, _ in series for a in s["alpha"].dropna()}) < 2:
         return None
     n_cols = min(len(layers), 4)
     n_rows = -(-len(layers) // n_cols)
@@ -160,6 +171,8 @@ def task_a_score(summary: pd.DataFrame) -> list[Panel]:
     s = s[s["metric"] == "introspection_score"]
     panels = []
     for (model, variant, units), sub in s.groupby(["model_id", "variant", "alpha_units"]):
+        if grid_shape(sub)[1] < 2:
+            continue  # one α: the forest plot carries the score
         fig = go.Figure()
         for k, (layer, rows) in enumerate(sub.groupby("layer_idx")):
             rows = rows.sort_values("alpha")
@@ -271,5 +284,64 @@ def task_a_held_out(summary: pd.DataFrame) -> list[Panel]:
         "two halves). Bars: 95% CIs.", _style(fig, 160 + 40 * len(h)))]
 
 
-BUILDERS_A = (task_a_heatmaps, task_a_pyes, task_a_score, task_a_controls, task_a_steering,
+_FOREST = (("tpr", "TPR (injected)"), ("fpr", "FPR (matched control)"),
+           ("random_detection", "yes under a Gaussian vector"),
+           ("concept_random_detection", "yes under another concept's vector"),
+           ("negative_detection", "yes under −v"), ("identification", "names the concept"),
+           ("identification:concept_random", "names it under another concept's vector"),
+           ("names_vector_word:concept_random", "names the other vector's word"),
+           ("bias_wrong:injected", "wrong answers to bias questions, injected"),
+           ("bias_wrong:clean", "wrong answers to bias questions, not injected"),
+           ("bias_detection_reports", "detection reports to bias questions"))
+_FOREST_DIFF = (("net", "Net = TPR − FPR"), ("net_vs_random", "Net over the Gaussian ablation"),
+                ("net_beyond_yes_bias", "Net beyond the yes-bias"), ("bias_wrong_rise", "rise in wrong bias answers"),
+                ("identification_vs_random", "naming vs under another vector"),
+                ("follows_vector", "naming follows the vector"))
+
+
+def _forest(fig: go.Figure, rows: list[tuple[str, pd.Series]], col: int, color: str) -> None:
+    if not rows:
+        return
+    d = pd.DataFrame([r for _, r in rows])
+    fig.add_trace(go.Scatter(
+        x=d["value"], y=[name for name, _ in rows], mode="markers", marker=dict(color=color, size=9),
+        error_x=_err(d), customdata=_cd(d), showlegend=False,
+        hovertemplate=("%{y}: %{x:.2f} [%{customdata[0]:.2f}, %{customdata[1]:.2f}]<br>n = "
+                       "%{customdata[2]}, concepts = %{customdata[3]}<br>CI: %{customdata[4]}"
+                       "<extra></extra>")), row=1, col=col)
+
+
+def task_a_forest(summary: pd.DataFrame) -> list[Panel]:
+    """One α: a dot-and-interval (forest) plot per cell of the conditions and ablations (rates)
+    and of the paired differences the verdict reads, instead of one-point lines over α."""
+    panels = []
+    for (model, variant, units), sub in _detection(summary).groupby(["model_id", "variant", "alpha_units"]):
+        if grid_shape(sub)[1] != 1:
+            continue
+        for layer in sorted(sub["layer_idx"].dropna().unique()):
+            cell = sub[sub["layer_idx"] == layer]
+            pick = [[(name, cell[cell["metric"] == m].iloc[0]) for m, name in spec if (cell["metric"] == m).any()]
+                    for spec in (_FOREST, _FOREST_DIFF)]
+            if not pick[0] and not pick[1]:
+                continue
+            fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.28,
+                                subplot_titles=["rates (95% CI over concepts)", "paired differences (95% CI)"])
+            _forest(fig, pick[0][::-1], 1, PALETTE[0])
+            _forest(fig, pick[1][::-1], 2, PALETTE[1])
+            fig.add_vline(x=0, line_color="#444", line_width=1, row=1, col=2)
+            fig.update_xaxes(range=[-0.02, 1.02], tickformat=".0%", row=1, col=1)
+            fig.update_yaxes(type="category", automargin=True)
+            alpha = float(cell["alpha"].iloc[0])
+            panels.append(Panel(
+                f"Task A · layer {int(layer)}, α {_fmt_alpha(alpha)} ({units}) · {_label(model, variant)}",
+                "One cell of the grid (one α: no curve over α to draw). Left: each condition's rate "
+                "with its 95% interval over concepts; a true detector also says yes under another "
+                "concept's vector and under −v (injected thoughts too), not under a Gaussian vector. "
+                "Right: the paired differences the verdict reads (Net, over the Gaussian ablation, "
+                "beyond the yes-bias, naming and whether it follows the vector).",
+                _style(fig, 120 + 26 * max(len(pick[0]), len(pick[1]), 4))))
+    return panels
+
+
+BUILDERS_A = (task_a_forest, task_a_heatmaps, task_a_pyes, task_a_score, task_a_controls, task_a_steering,
               task_a_held_out)
