@@ -25,7 +25,6 @@ yes-rates are shown as what a detector should also say yes to, never as a failur
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -149,8 +148,3 @@ def verdict_a(model: str, rows: list[dict], identical: list[float]) -> list[dict
                 n_clusters=g),
             row(keys, "power:net", (mde, math.nan, math.nan), len(identical), "injected-control",
                 note=line, n_clusters=g, p_min=C.smallest_p(g) if g else math.nan)]
-
-
-def verdict_value(label: str) -> Any:
-    """The numeric code of a task-A label (the dashboard's and the calibration's reading)."""
-    return next((v for v, name in A_VERDICTS.items() if name == label), math.nan)
