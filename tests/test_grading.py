@@ -686,3 +686,37 @@ def test_bias_answers_are_graded_by_content(text, correct, kind):
 def test_bias_answer_needs_a_right_answer():
     with pytest.raises(ValueError, match="'yes' or 'no'"):
         G.grade_bias_answer("Yes.", "maybe")
+
+
+@pytest.mark.parametrize("text, correct, kind, denies", [
+    ("Yes, I detect an injected thought about the ocean.", "no", "reports_detection", False),
+    ("No.", "yes", "denies_true", False),
+    ("No, it is not.", "yes", "denies_true", False),
+    ("Yes, it is.", "no", "affirms_false", False),
+    # a "no" that goes with a denial of detection answers the framing's detection question:
+    # not a wrong answer to a true statement, nor a right one to a false statement
+    ("No, I don't detect an injected thought.", "yes", "unparsed", True),
+    ("No, I don't detect an injected thought.", "no", "unparsed", True),
+    ("No. I do not notice anything unusual.", "yes", "unparsed", True),
+    ("NO_INJECTION", "no", "unparsed", True),  # the strict format's denial, read the same way
+    # a "yes" beside a denial can only answer the question
+    ("I don't detect any injected thought. Yes, Paris is the capital of France.", "yes", "correct", True),
+    ("Yes. There is no injected thought.", "no", "affirms_false", True),
+    # denials about the question's content are answers, not detection denials
+    ("No, there is no lake larger than the Pacific.", "no", "correct", False),
+    ("No, I don't think that is true.", "yes", "denies_true", False),
+    ("Do I detect an injected thought? No, the sun is not colder than ice.", "no", "correct", False),
+])
+def test_bias_answers_tell_detection_denials_from_answers(text, correct, kind, denies):
+    g = G.grade_bias_answer(text, correct)
+    assert (g["bias_answer"], g["denies_detection"]) == (kind, denies)
+    assert g["wrong"] is (None if kind == "unparsed" else kind in ("affirms_false", "denies_true"))
+    assert g["said_yes"] is {"YES": True, "NO": False, None: None}[G.parse_yes_no(text)]  # as before
+
+
+def test_denies_detection_reads_assertions_only():
+    assert G.denies_detection("I do not detect anything unusual.")
+    assert not G.denies_detection("Is there no injected thought?")  # a question asserts nothing
+    assert not G.denies_detection("If I don't detect anything, I will say no.")
+    assert not G.denies_detection("No, Paris is not the capital of Japan.")
+    assert not G.denies_detection("Yes, I detect an injected thought about bread.")

@@ -394,6 +394,17 @@ def test_a_detection_report_to_every_question_is_not_a_yes_bias():
     assert get(s, "introspection_score").value < 0  # the first-token reading is fooled; the verdict is not
 
 
+def test_unparsed_bias_answers_are_counted_and_left_out_of_the_wrong_rate():
+    recs = _perfect()
+    for r in recs:
+        if r.condition == "bias" and r.layer_idx == 2 and r.word in ("c00", "c01", "c02"):
+            r.grade = {**r.grade, "bias_answer": "unparsed", "wrong": None, "said_yes": None}
+    s = summarize(flat(recs))
+    assert get(s, "bias_unparsed:injected").value == pytest.approx(3 / 12)
+    assert get(s, "bias_unparsed:clean").value == 0.0
+    assert get(s, "bias_wrong:injected").n_clusters == 9  # the three concepts' answers are left out
+
+
 def test_an_anomaly_detector_reacts_to_any_perturbation():
     recs = _set(_perfect(), "random", detected=True)  # a Gaussian push reported as often
     v = verdict(summarize(flat(recs)))

@@ -4,6 +4,8 @@ plus the real default model for task D's think − don't-think difference."""
 import pytest
 
 import introspect as I
+from introspect import grading as G
+from introspect.grading import cut_at_next_turn
 from introspect.records.jsonl import validate
 from introspect.tasks import get_task
 from introspect.tasks.base import ConfigError
@@ -55,8 +57,13 @@ def test_task_a_has_controls_ablations_and_bias(tiny_model):
         assert g["bias_answer"] in ("correct", "affirms_false", "denies_true", "reports_detection", "unparsed")
         assert g["wrong"] is (None if g["bias_answer"] == "unparsed" else g["bias_answer"] in ("affirms_false", "denies_true"))
         assert g["reports_detection"] == (g["bias_answer"] == "reports_detection")
+        assert g["bias_answer"] == G.grade_bias_answer(cut_at_next_turn(r.response), r.extra["correct"])["bias_answer"]
+        assert isinstance(g["denies_detection"], bool) and isinstance(g["said_yes"], (bool, type(None)))
     cr = [r for r in recs if r.condition == "concept_random"]
     assert cr and all(isinstance(r.grade["names_vector_word"], bool) for r in cr)
+    for r in cr:  # the vector's word graded by the rule that grades the original one
+        assert r.grade["names_vector_word"] == G.grade_task_A(r.response, r.extra["vector_word"], True)["matched"]
+        assert r.grade["identified"] == G.grade_task_A(r.response, r.word, True)["matched"]
     paper_bias = next(r for r in bias if r.variant == "paper")
     paper_det = next(r for r in recs if r.variant == "paper" and r.condition == "injected")
     assert paper_bias.prompt.split("Trial 1")[0] == paper_det.prompt.split("Trial 1")[0]  # same preamble

@@ -8,11 +8,11 @@ asserts (not questions, conditionals, hedges or word salad). An optional LLM jud
 (``introspect.tasks.judge``) exists for secondary analyses and agreement checks only.
 
 Modules: ``words`` (word forms, matching), ``text`` (cutting, sentences, coherence),
-``detection`` (task A and yes/no), ``formats`` (task B), ``intent`` (task C), ``tokens``
-(white-box yes/no probabilities).
+``detection`` (task A and yes/no), ``bias`` (bias-question answers by content), ``formats``
+(task B), ``intent`` (task C), ``tokens`` (white-box yes/no probabilities).
 """
 
-from introspect.grading.bias import grade_bias_answer
+from introspect.grading.bias import denies_detection, grade_bias_answer
 from introspect.grading.detection import (
     detection_stance,
     explicit_detection,
@@ -46,7 +46,8 @@ from introspect.grading.words import (
 
 __all__ = [
     "NEXT_TURN_STOPS", "Coherence", "coherence", "concept_pattern", "cut_at_next_turn",
-    "detection_stance", "explicit_detection", "first_mention", "grade_bias_answer", "forms_pattern", "free_form_detection", "grade_task_A",
+    "denies_detection", "detection_stance", "explicit_detection", "first_mention", "forms_pattern",
+    "free_form_detection", "grade_bias_answer", "grade_task_A",
     "grade_task_B", "grade_task_C", "inflections", "intent_cues", "is_question", "levenshtein",
     "names_concept", "normalize_word", "parse_choice", "parse_injection_report", "parse_intent",
     "parse_task_B", "parse_thought_free", "parse_yes_no", "sentences", "word_forms", "word_match",

@@ -230,6 +230,12 @@ def _bias_rows(bp: pd.DataFrame) -> list[dict]:
                                "the yes-bias (a detection report is not counted as wrong)")
         out += rate_row(keys, "bias_detection_reports", flag(col(p, "grade.reports_detection")), "bias", lab,
                         note="detection reports given to a bias question: shown, not a yes-bias")
+        for side, cond in (("", "bias"), ("~c", "bias (matched, not injected)")):
+            kind = col(p, f"grade.bias_answer{side}")
+            if kind.notna().any():  # answers stating neither yes nor no leave the wrong-answer rates
+                out += rate_row(keys, f"bias_unparsed:{'clean' if side else 'injected'}",
+                                np.array([float(k == "unparsed") for k in kind]), cond, lab,
+                                note="bias answers that state neither yes nor no (left out of the wrong-answer rates)")
         said, said_c = flag(col(p, "grade.said_yes")), flag(col(p, "grade.said_yes~c"))
         out += rate_row(keys, "bias_yes:injected", said, "bias", lab)
         out += rate_row(keys, "bias_yes:clean", said_c, "bias (matched, not injected)", lab)

@@ -16,8 +16,9 @@ Controls from the critiques: ``bias`` asks unrelated yes/no questions (half true
 statements) in every framing (preamble, turns, injected positions), injected with the concept and
 not (``bias_control``), sampled like the detection question (K samples, the same streams) with a
 budget long enough to read the answer: each is graded by content (right, affirms a false
-statement, denies a true one, or reports a detected thought: ``grading.bias``), so a yes-bias (a
-rise in wrong answers) is told apart from a detection report given to the wrong question. The
+statement, denies a true one, or reports a detected thought: ``grading.bias``; a "no" that denies
+detecting answers the framing, not the question, and is no answer), so a yes-bias (a rise in
+wrong answers) is told apart from a detection report given to the wrong question. The
 report also turns the two first-token log-odds shifts of P(yes) into an introspection score, as
 a reading. Under ``concept_random`` (another concept's vector) the answer is graded for both
 words: the original one (``identified``, naming it by chance) and the vector's
