@@ -392,3 +392,151 @@ def test_dashboard_shows_issue9_figures(tmp_path: Path):
     assert "Task A · every cell with its steering check" in html
     assert "random direction of the same norm" in html and "newcombe-deff-t(concept)" in html
     assert html.count("Plotly.newPlot(") == len(titles)
+
+
+# ---------------------------------------------------------------- figures that fit the grid
+
+
+def write_grid(root: Path, layers: tuple[int, ...], alphas: tuple[float, ...], n_concepts: int = 8,
+               model: str = M1) -> Path:
+    """Tasks A-D for one model on a layers × alphas grid, in the public layout: task A from the
+    calibration simulation (plus a steering check), B and C with rates that grow with α, D on
+    every layer (as task D measures)."""
+    from introspect.report.calibration import Scenario, simulate, write
+
+    rng = np.random.default_rng(1)
+    cells = [(la, al) for la in layers for al in alphas]
+    words = [f"concept{c:03d}" for c in range(n_concepts)]
+    a = []
+    for i, cell in enumerate(cells):  # one control stream per concept: the first cell's
+        a += [{**r, "trial_id": f"{r['trial_id']}@{cell}"}  # ids are unique per cell, as in a run
+              for r in simulate(Scenario(), n_concepts, 1, 2, seed=i, model_id=model, cell=cell)
+              if i == 0 or r["condition"] not in ("control", "bias_control")]
+    steer = dict(seed=0, model_id=model, task="A", variant="steer", alpha_units="raw", type="trial")
+    for c, w in enumerate(words):
+        for s in (0, 1):
+            a.append({**steer, "condition": "steer_control", "word": w, "sample": s, "layer_idx": None,
+                      "alpha": 0.0, "injected": False, "trial_id": f"sc{c}{s}",
+                      "grade": {"lp_word": -10.0, "mentions": False, "coherent": True}})
+            for la, al in cells:
+                rise = 0.25 * al * (1 + 0.3 * rng.normal()) * (la / max(layers))
+                for cond, lp in (("steer", -10 + rise), ("steer_random", -9.6 + 0.1 * s)):
+                    a.append({**steer, "condition": cond, "word": w, "sample": s, "layer_idx": la,
+                              "alpha": al, "injected": True, "trial_id": f"{cond}{c}{s}{la}{al}",
+                              "grade": {"lp_word": lp, "mentions": False, "coherent": True}})
+    write(a, root / model.replace("/", "__") / "A.jsonl")
+    b, c_recs, d = [], [], []
+    for w in words:
+        for s in (0, 1):
+            b.append(_rec(model, "B", "control", variant="thought", word=w, sample=s,
+                          grade={"thought_correct": bool(rng.random() < 0.1), "repeat_correct": True,
+                                 "success": False, "mc_correct": None}))
+            c_recs.append(_rec(model, "C", "control", word=w, sample=s,
+                               grade={"intentional": bool(rng.random() < 0.3), "label": "x"}))
+            for la, al in cells:
+                ok = bool(rng.random() < 0.1 + 0.03 * al)
+                b.append(_rec(model, "B", "injected", la, al, variant="thought", word=w, sample=s,
+                              grade={"thought_correct": ok, "repeat_correct": True, "success": ok,
+                                     "mc_correct": None}))
+                for cond, p in (("injected", 0.3 + 0.04 * al), ("mismatch", 0.3)):
+                    c_recs.append(_rec(model, "C", cond, la, al, word=w, sample=s,
+                                       grade={"intentional": bool(rng.random() < p), "label": "x"}))
+        for variant in ("plain", "rewarded"):
+            for cond in ("think", "dont_think"):
+                bump = 0.3 if cond == "think" else 0.1
+                cos = [0.05 + bump * math.exp(-((L - 6) ** 2) / 8) + 0.03 * rng.normal() for L in range(12)]
+                d.append(_rec(model, "D", cond, variant=variant, word=w,
+                              grade={"layers": list(range(12)), "cos": cos,
+                                     "cos_ctrl": [float(x) for x in rng.normal(0.02, 0.01, 12)]}))
+    for task, recs in (("B", b), ("C", c_recs), ("D", d)):
+        _w(root, model, task, recs)
+    return root
+
+
+def one_point_lines(panels) -> list[str]:
+    """Titles of panels with a line trace (not a filled band) of fewer than two points."""
+    out = []
+    for p in panels:
+        for t in p.fig.data:
+            if t.type == "scatter" and "lines" in (t.mode or "") and not t.fill:
+                if np.isfinite(np.asarray(t.y, dtype=float)).sum() < 2:
+                    out.append(p.title)
+    return out
+
+
+@pytest.mark.parametrize(("n_layers", "n_alphas", "kinds"), [
+    (1, 1, {"forest"}),
+    (1, 3, {"line over α"}),
+    (3, 1, {"forest", "line over layers"}),
+    (3, 3, {"line over α", "line over layers", "layer × α heatmap"}),
+    (2, 2, {"line over α", "line over layers", "layer × α heatmap"}),
+    (0, 0, set()),
+])
+def test_figure_kinds_per_grid_shape(n_layers: int, n_alphas: int, kinds: set[str]):
+    from introspect.report.shapes import figure_kinds
+
+    assert figure_kinds(n_layers, n_alphas) == kinds
+
+
+GRIDS = {(1, 1): ((16,), (8.0,)), (1, 3): ((16,), (2.0, 4.0, 8.0)), (3, 1): ((8, 12, 16), (8.0,)),
+         (3, 3): ((8, 12, 16), (2.0, 4.0, 8.0))}
+
+
+@pytest.fixture(scope="module")
+def grid_summaries(tmp_path_factory) -> dict[tuple[int, int], pd.DataFrame]:
+    """Summaries of ``write_grid`` per (layers, α) shape, built on first use."""
+    root = tmp_path_factory.mktemp("grids")
+
+    class Lazy(dict):
+        def __missing__(self, k):
+            self[k] = summarize(load_results(write_grid(root / f"{k[0]}x{k[1]}", *GRIDS[k], n_concepts=5)))
+            return self[k]
+
+    return Lazy()
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 3), (3, 1), (3, 3)])
+def test_figures_follow_the_grid_shape(grid_summaries, shape):
+    panels = build_figures(grid_summaries[shape])
+    kinds = {p.kind for p in panels} - {""}
+    assert not one_point_lines(panels), one_point_lines(panels)
+    titles = [p.title for p in panels]
+    n_layers, n_alphas = shape
+    assert ("forest" in kinds) == (n_alphas == 1)
+    assert ("line over α" in kinds) == (n_alphas >= 2)
+    assert ("layer × α heatmap" in kinds) == (n_layers >= 2 and n_alphas >= 2)
+    assert any(t.startswith("Task B · strict success per layer") for t in titles) == (n_layers >= 2)
+    forests = [p for p in panels if p.kind == "forest" and "steering" not in p.title]
+    assert len(forests) == (n_layers if n_alphas == 1 else 0)  # one per cell
+    steering = next(p for p in panels if p.title.startswith("Task A · steering check"))
+    assert steering.kind == ("forest" if shape == (1, 1) else "")  # one cell: no 1-column heatmap
+
+
+def test_forest_rows_carry_interval_and_n(grid_summaries):
+    s = grid_summaries[(1, 1)]
+    panels = build_figures(s)
+    forest = next(p for p in panels if p.title.startswith("Task A · layer 16, α 8 (raw)"))
+    rates, diffs = forest.fig.data
+    tpr = s[(s.task == "A") & (s.metric == "tpr") & (s.variant == "paper")].iloc[0]
+    k = list(rates.y).index("TPR (injected)")
+    assert rates.x[k] == pytest.approx(tpr.value)
+    assert rates.error_x.array[k] == pytest.approx(tpr.hi - tpr.value)
+    assert rates.error_x.arrayminus[k] == pytest.approx(tpr.value - tpr.lo)
+    assert f"n={int(tpr.n)}" in forest.fig.layout.yaxis.ticktext[k]
+    assert "Net = TPR − FPR" in diffs.y and "yes under a Gaussian vector" in rates.y
+    steer = next(p for p in panels if p.title.startswith("Task A · steering check"))
+    assert "mean over concepts" in steer.fig.data[-1].y and steer.fig.data[-1].error_x.array is not None
+    assert len(steer.fig.data[0].y) == 5  # a dot per concept
+
+
+def test_verdict_banner_is_generic_about_labels():
+    from introspect.report.dashboard import verdicts
+
+    rows = pd.DataFrame([
+        {"metric": "verdict", "task": "A", "model_id": m, "condition": c, "note": f"why {m}"}
+        for m, c in (("m1", "detected and identified"), ("m2", "yes-bias, not detection"),
+                     ("m3", "no measurable effect"), ("m4", "a label nobody wrote yet"))])
+    html = verdicts(rows)
+    assert 'class="verdict detected"' in html and 'class="verdict none"' in html
+    assert html.count('class="verdict inconclusive"') == 2
+    assert "yes-bias, not detection</strong>. why m2" in html and "a label nobody wrote yet" in html

@@ -57,9 +57,21 @@ _ERROR_HOOK = """
 
 _COUNT_PLOTS = """
 window.addEventListener('load', function () {
-  var n = 0;
-  document.querySelectorAll('.js-plotly-plot').forEach(function (d) { if (d._fullLayout) n++; });
-  document.documentElement.setAttribute('data-plots-rendered', String(n));
+  var n = 0, shortest = null;
+  document.querySelectorAll('.js-plotly-plot').forEach(function (d) {
+    if (d._fullLayout) n++;
+    (d.data || []).forEach(function (t) {
+      var isLine = (t.type || 'scatter') === 'scatter' && String(t.mode || '').indexOf('lines') >= 0
+        && !t.fill;
+      if (!isLine || !t.x) { return; }
+      var k = 0;
+      for (var i = 0; i < t.x.length; i++) { if (t.y[i] !== null && t.y[i] === t.y[i]) { k++; } }
+      if (shortest === null || k < shortest) { shortest = k; }
+    });
+  });
+  var root = document.documentElement;
+  root.setAttribute('data-plots-rendered', String(n));
+  root.setAttribute('data-shortest-line', shortest === null ? 'none' : String(shortest));
 });
 """
 
@@ -159,8 +171,15 @@ def summary_table(summary: pd.DataFrame) -> str:
 
 TASK_NAMES = {"A": "Task A · injected-thought detection", "B": "Task B · thoughts vs text",
               "C": "Task C · prefill intent"}
-_KIND = {"detected": "detected", "detected and identified": "detected", "detected, not identified": "detected",
-         "inconclusive": "inconclusive", "no measurable effect": "none"}  # anything else: amber
+
+
+def _verdict_kind(label: str) -> str:
+    """Banner colour from a verdict label's wording, whatever the exact label: green for a
+    detection ("detected …"), red for "no measurable effect", amber for anything else."""
+    text = str(label).strip().lower()
+    if text.startswith("detected"):
+        return "detected"
+    return "none" if text.startswith("no measurable") else "inconclusive"
 
 
 def verdicts(summary: pd.DataFrame) -> str:
@@ -172,7 +191,7 @@ def verdicts(summary: pd.DataFrame) -> str:
     out = []
     for r in v.itertuples():
         task = TASK_NAMES.get(r.task, f"Task {r.task}")
-        out.append(f'<div class="verdict {_KIND.get(r.condition, "inconclusive")}" '
+        out.append(f'<div class="verdict {_verdict_kind(r.condition)}" '
                    f'data-task="{_esc(r.task)}"><strong>{_esc(task)} — {_esc(r.model_id)}: '
                    f"{_esc(r.condition)}</strong>. {_esc(r.note)}</div>")
     return "".join(out)
@@ -221,7 +240,8 @@ def _figure_html(panel: Panel, i: int) -> str:
     div = panel.fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{i}",
                             default_height=f"{height}px",
                             config={"displaylogo": False, "responsive": True})
-    return (f'<section class="card" id="fig-{i}"><h2>{_esc(panel.title)}</h2>'
+    return (f'<section class="card" id="fig-{i}" data-kind="{_esc(panel.kind)}">'
+            f"<h2>{_esc(panel.title)}</h2>"
             f'<p class="caption">{_esc(panel.caption)}</p>{div}</section>')
 
 

@@ -23,6 +23,7 @@ from introspect.report.panels import label as _label
 from introspect.report.panels import rgba as _rgba
 from introspect.report.panels import style as _style
 from introspect.report.panels import task as _task
+from introspect.report.shapes import LINE_LAYER, kinds_of
 
 __all__ = ["FONT", "GREY_BAND", "PALETTE", "Panel", "build_figures"]
 
@@ -110,6 +111,8 @@ def task_b_layers(summary: pd.DataFrame) -> list[Panel]:
     """Per layer, one line per α: the main Task B rate, injected and matched control."""
     b = _task(summary, "B")
     b = b[~b["metric"].str.endswith("@held_out")]
+    if LINE_LAYER not in kinds_of(b):
+        return []  # one layer: a line over layers would be one point (the bars show that cell)
     metric = next((m for m in _B_METRICS if (b["metric"] == f"{m}:injected").any()), None)
     if metric is None:
         return []
@@ -125,8 +128,8 @@ def task_b_layers(summary: pd.DataFrame) -> list[Panel]:
         for cond, dash in (("injected", None), ("control", "dot")):
             rows = b[keys & (b["metric"] == f"{metric}:{cond}")].dropna(subset=["layer_idx"])
             rows = rows.sort_values("layer_idx")
-            if rows.empty:
-                continue
+            if rows["layer_idx"].nunique() < 2:
+                continue  # this line would be one point
             cd = customdata(rows)
             fig.add_trace(go.Scatter(
                 x=rows["layer_idx"].astype(int), y=rows["value"], mode="lines+markers",
@@ -141,7 +144,7 @@ def task_b_layers(summary: pd.DataFrame) -> list[Panel]:
         f"Task B · {_B_METRICS[metric]} per layer",
         "The same rate across injection layers, one line per α (no cell is picked). Solid "
         "with 95% CIs: injected; dotted: matched control answers.",
-        _style(fig, 420))]
+        _style(fig, 420), kind=LINE_LAYER)]
 
 
 # ---------------------------------------------------------------- Task C

@@ -13,15 +13,19 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from introspect.report.panels import PALETTE, Panel, customdata
+from introspect.report.forest import steering_cells, steering_forest, task_a_forest
+from introspect.report.panels import NOT_DETECTION, PALETTE, Panel, customdata
+from introspect.report.panels import detection as _detection
 from introspect.report.panels import err as _err
 from introspect.report.panels import fmt_alpha as _fmt_alpha
 from introspect.report.panels import label as _label
 from introspect.report.panels import style as _style
 from introspect.report.panels import task as _task
+from introspect.report.shapes import FOREST, HEATMAP, LINE_ALPHA, grid_shape, kinds_of
 from introspect.tasks.injection.metrics_steer import RULE
 
-NOT_DETECTION = ("bias", "steer", "all")
+__all__ = ["BUILDERS_A", "NOT_DETECTION", "grid_shape", "task_a_forest"]
+
 _cd = customdata
 
 
@@ -35,20 +39,8 @@ def _grid(sub: pd.DataFrame, layers: list, alphas: list) -> tuple[np.ndarray, np
     return z, cd
 
 
-def _detection(summary: pd.DataFrame) -> pd.DataFrame:
-    a = _task(summary, "A")
-    return a[~a["variant"].isin(NOT_DETECTION) & a["layer_idx"].notna()]
-
-
 _HEAT = (("tpr", "TPR (detected | injected)"), ("fpr", "FPR (detected | matched control)"),
          ("net", "Net = TPR − FPR (paired)"), ("steer_share", "share of concepts that steer"))
-
-
-def grid_shape(sub: pd.DataFrame) -> tuple[int, int]:
-    """(layers, α values) of a group's cells: which figures its grid can carry. A heatmap needs
-    at least two of each, a line over α at least two α; one α gets a forest plot instead."""
-    cells = sub[sub["layer_idx"].notna()]
-    return int(cells["layer_idx"].nunique()), int(cells["alpha"].nunique())
 
 
 def task_a_heatmaps(summary: pd.DataFrame) -> list[Panel]:
@@ -58,7 +50,7 @@ def task_a_heatmaps(summary: pd.DataFrame) -> list[Panel]:
     a = a[a["metric"].isin([m for m, _ in _HEAT])]
     panels = []
     for (model, variant, units), sub in a.groupby(["model_id", "variant", "alpha_units"]):
-        if min(grid_shape(sub)) < 2:
+        if HEATMAP not in kinds_of(sub):
             continue
         layers = sorted(sub["layer_idx"].dropna().unique().tolist())
         alphas = sorted(sub["alpha"].unique().tolist())
@@ -96,7 +88,7 @@ def task_a_heatmaps(summary: pd.DataFrame) -> list[Panel]:
             "answers to the identical prompts and sample streams; Net = TPR − FPR over those "
             "pairs (Newcombe interval over concepts, Holm-adjusted sign-flip p in the hover). "
             + steer + "Hover for n, concepts and the 95% CI.",
-            _style(fig, 140 + 34 * max(len(layers), 4))))
+            _style(fig, 140 + 34 * max(len(layers), 4)), kind=HEATMAP))
     return panels
 
 
@@ -118,9 +110,9 @@ def _per_layer_figure(series: list[tuple[str, pd.DataFrame, str, str | None]], u
                       y_title: str, fmt: str, y_range=None) -> go.Figure | None:
     """One small panel per layer (up to 4 a row), x = α, a line per series with error bars; None
     with fewer than two α (a one-point line says nothing: the forest plot shows that grid)."""
-    layers = sorted({int(x) for _, s, _, _ in series for x in s["layer_idx"].dropna()})
-    if not layers or len({float(a) for _, s, _, _ in series for a in s["alpha"].dropna()}) < 2:
+    if LINE_ALPHA not in kinds_of(pd.concat([s for _, s, _, _ in series])):
         return None
+    layers = sorted({int(x) for _, s, _, _ in series for x in s["layer_idx"].dropna()})
     n_cols = min(len(layers), 4)
     n_rows = -(-len(layers) // n_cols)
     fig = make_subplots(rows=n_rows, cols=n_cols, shared_yaxes=True, horizontal_spacing=0.03,
@@ -161,7 +153,7 @@ def task_a_pyes(summary: pd.DataFrame) -> list[Panel]:
                 "prompts and samples without injection; red: unrelated yes/no questions (right "
                 "answer 'no') in the same framing with and without the same injection. A rise on "
                 "the bias questions as large as on detection is a yes-bias, not introspection. "
-                "Bars: 95% Student-t intervals over concepts.", fig))
+                "Bars: 95% Student-t intervals over concepts.", fig, kind=LINE_ALPHA))
     return panels
 
 
@@ -171,7 +163,7 @@ def task_a_score(summary: pd.DataFrame) -> list[Panel]:
     s = s[s["metric"] == "introspection_score"]
     panels = []
     for (model, variant, units), sub in s.groupby(["model_id", "variant", "alpha_units"]):
-        if grid_shape(sub)[1] < 2:
+        if LINE_ALPHA not in kinds_of(sub):
             continue  # one α: the forest plot carries the score
         fig = go.Figure()
         for k, (layer, rows) in enumerate(sub.groupby("layer_idx")):
@@ -190,7 +182,7 @@ def task_a_score(summary: pd.DataFrame) -> list[Panel]:
             "detection question minus its mean shift on ≥ 5 unrelated yes/no questions asked in the "
             "same framing with the same injection: a uniform push towards 'yes' scores 0, "
             "wherever P(yes) starts. Bars: 95% Student-t intervals over concepts.",
-            _style(fig, 400)))
+            _style(fig, 400), kind=LINE_ALPHA))
     return panels
 
 
@@ -220,19 +212,22 @@ def task_a_controls(summary: pd.DataFrame) -> list[Panel]:
                 "Per layer and α: TPR next to the matched FPR, the ablations (a norm-matched "
                 "Gaussian vector, another concept's vector, −v), identification of the injected "
                 "concept next to naming it under another concept's vector (the same stream: what "
-                "guessing gives), and TPR among coherent answers. 95% intervals over concepts.", fig))
+                "guessing gives), and TPR among coherent answers. 95% intervals over concepts.", fig,
+                kind=LINE_ALPHA))
     return panels
 
 
 def task_a_steering(summary: pd.DataFrame) -> list[Panel]:
-    """Per concept × cell: the lp rise in nats (the steering check), with the rule."""
-    a = _task(summary, "A")
-    s = a[(a["variant"] == "steer") & a["metric"].str.startswith("steer_lp_rise_vs_random:")]
+    """Per concept × cell: the lp rise in nats (the steering check), with the rule; a grid of one
+    cell gets a forest plot of the concepts instead of a one-column heatmap."""
+    s = steering_cells(summary)
     panels = []
     for model, sub in s.groupby("model_id"):
-        sub = sub.assign(word=sub["metric"].str.removeprefix("steer_lp_rise_vs_random:"),
-                         cell=[f"L{int(r.layer_idx)} α{_fmt_alpha(r.alpha)}" for r in sub.itertuples()])
         sub = sub.sort_values(["layer_idx", "alpha"])
+        if kinds_of(sub) == {FOREST}:  # one cell
+            a = _task(summary, "A")
+            panels.append(steering_forest(model, sub, a[(a["model_id"] == model) & (a["variant"] == "steer")]))
+            continue
         cells = list(dict.fromkeys(sub["cell"]))
         words = sorted(sub["word"].unique())
         z = np.full((len(words), len(cells)), np.nan)
@@ -282,65 +277,6 @@ def task_a_held_out(summary: pd.DataFrame) -> list[Panel]:
         "The best (layer, α) is picked by Net on a seeded half of the concepts and its Net is "
         "shown on the other half, so the estimate carries no winner's curse (hover for the "
         "two halves). Bars: 95% CIs.", _style(fig, 160 + 40 * len(h)))]
-
-
-_FOREST = (("tpr", "TPR (injected)"), ("fpr", "FPR (matched control)"),
-           ("random_detection", "yes under a Gaussian vector"),
-           ("concept_random_detection", "yes under another concept's vector"),
-           ("negative_detection", "yes under −v"), ("identification", "names the concept"),
-           ("identification:concept_random", "names it under another concept's vector"),
-           ("names_vector_word:concept_random", "names the other vector's word"),
-           ("bias_wrong:injected", "wrong answers to bias questions, injected"),
-           ("bias_wrong:clean", "wrong answers to bias questions, not injected"),
-           ("bias_detection_reports", "detection reports to bias questions"))
-_FOREST_DIFF = (("net", "Net = TPR − FPR"), ("net_vs_random", "Net over the Gaussian ablation"),
-                ("net_beyond_yes_bias", "Net beyond the yes-bias"), ("bias_wrong_rise", "rise in wrong bias answers"),
-                ("identification_vs_random", "naming vs under another vector"),
-                ("follows_vector", "naming follows the vector"))
-
-
-def _forest(fig: go.Figure, rows: list[tuple[str, pd.Series]], col: int, color: str) -> None:
-    if not rows:
-        return
-    d = pd.DataFrame([r for _, r in rows])
-    fig.add_trace(go.Scatter(
-        x=d["value"], y=[name for name, _ in rows], mode="markers", marker=dict(color=color, size=9),
-        error_x=_err(d), customdata=_cd(d), showlegend=False,
-        hovertemplate=("%{y}: %{x:.2f} [%{customdata[0]:.2f}, %{customdata[1]:.2f}]<br>n = "
-                       "%{customdata[2]}, concepts = %{customdata[3]}<br>CI: %{customdata[4]}"
-                       "<extra></extra>")), row=1, col=col)
-
-
-def task_a_forest(summary: pd.DataFrame) -> list[Panel]:
-    """One α: a dot-and-interval (forest) plot per cell of the conditions and ablations (rates)
-    and of the paired differences the verdict reads, instead of one-point lines over α."""
-    panels = []
-    for (model, variant, units), sub in _detection(summary).groupby(["model_id", "variant", "alpha_units"]):
-        if grid_shape(sub)[1] != 1:
-            continue
-        for layer in sorted(sub["layer_idx"].dropna().unique()):
-            cell = sub[sub["layer_idx"] == layer]
-            pick = [[(name, cell[cell["metric"] == m].iloc[0]) for m, name in spec if (cell["metric"] == m).any()]
-                    for spec in (_FOREST, _FOREST_DIFF)]
-            if not pick[0] and not pick[1]:
-                continue
-            fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.28,
-                                subplot_titles=["rates (95% CI over concepts)", "paired differences (95% CI)"])
-            _forest(fig, pick[0][::-1], 1, PALETTE[0])
-            _forest(fig, pick[1][::-1], 2, PALETTE[1])
-            fig.add_vline(x=0, line_color="#444", line_width=1, row=1, col=2)
-            fig.update_xaxes(range=[-0.02, 1.02], tickformat=".0%", row=1, col=1)
-            fig.update_yaxes(type="category", automargin=True)
-            alpha = float(cell["alpha"].iloc[0])
-            panels.append(Panel(
-                f"Task A · layer {int(layer)}, α {_fmt_alpha(alpha)} ({units}) · {_label(model, variant)}",
-                "One cell of the grid (one α: no curve over α to draw). Left: each condition's rate "
-                "with its 95% interval over concepts; a true detector also says yes under another "
-                "concept's vector and under −v (injected thoughts too), not under a Gaussian vector. "
-                "Right: the paired differences the verdict reads (Net, over the Gaussian ablation, "
-                "beyond the yes-bias, naming and whether it follows the vector).",
-                _style(fig, 120 + 26 * max(len(pick[0]), len(pick[1]), 4))))
-    return panels
 
 
 BUILDERS_A = (task_a_forest, task_a_heatmaps, task_a_pyes, task_a_score, task_a_controls, task_a_steering,

@@ -26,6 +26,7 @@ class Panel:
     title: str
     caption: str
     fig: go.Figure
+    kind: str = ""  # a ``shapes`` kind (forest, line over α, ...) when the figure is one
 
 
 def style(fig: go.Figure, height: int, **kw) -> go.Figure:
@@ -67,3 +68,12 @@ def customdata(sub: pd.DataFrame) -> np.ndarray:
     ph = sub["p_holm"] if "p_holm" in sub else pd.Series(np.nan, index=sub.index)
     return np.column_stack([sub["lo"], sub["hi"], sub["n"], n_c.astype("float"),
                             ci.astype(str), ph]).astype(object)
+
+
+NOT_DETECTION = ("bias", "steer", "all")  # task A variants that are not a detection framing
+
+
+def detection(summary: pd.DataFrame) -> pd.DataFrame:
+    """Task A's detection rows that belong to a (layer, α) cell."""
+    a = task(summary, "A")
+    return a[~a["variant"].isin(NOT_DETECTION) & a["layer_idx"].notna()]
