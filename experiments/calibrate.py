@@ -19,7 +19,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from introspect.report.calibration import GRID, NULL_GRID, run_setting, table
+from introspect.report.calibration import GRID, NULL_GRID, SHARED_NULL, run_setting, table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     jobs = [("positive", g, t, args.samples, args.runs, args.seed) for g, t in grid]
     jobs += [("null", g, t, args.samples, args.runs, args.seed + 1) for g, t in null]
+    if not args.concepts:  # the shared-effect null at its own shape (24 concepts × 3 trials × 2 samples)
+        jobs.append((*SHARED_NULL, args.runs, args.seed + 2))
     results = []
     with ProcessPoolExecutor(args.jobs) as ex:
         for r in ex.map(run_setting, jobs):  # in order, each printed when done

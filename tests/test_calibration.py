@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from introspect.report.calibration import GRID, METRICS, NULL_GRID, run_setting, table
+from introspect.report.calibration import GRID, METRICS, NULL_GRID, SHARED_NULL, run_setting, table
 
 pytestmark = pytest.mark.calibration
 RUNS = 400
@@ -39,6 +39,7 @@ Z99 = 2.576
 def results() -> dict[tuple, dict]:
     jobs = [("positive", g, t, 4, RUNS, 0) for g, t in GRID]
     jobs += [("null", g, t, 4, RUNS, 1) for g, t in NULL_GRID]
+    jobs.append((*SHARED_NULL, RUNS, 2))
     with ProcessPoolExecutor(2) as ex:
         out = list(ex.map(run_setting, jobs))
     print("\n" + table(out))
@@ -81,3 +82,17 @@ def test_a_null_stays_null(results, g, t):
     assert fp <= 0.05 + Z99 * _se(0.05, RUNS), f"{g} concepts: {fp:.3f} of runs call a headline test significant"
     assert r["verdict_detected"] <= fp
     assert r["net"]["coverage"] >= 0.90 and r["introspection_score"]["coverage"] >= 0.90
+
+
+def test_a_null_with_shared_concept_effects_stays_null(results):
+    """Concept effects shared by control and injected answers (logit SD 1), 24 concepts × 3
+    trials × 2 samples: Net's interval excludes 0 no more often than 5% (it excluded 0 about
+    twice as often as the sign-flip test rejected before the t hull), and "detected" never
+    outruns the Holm-adjusted tests."""
+    name, g, t, _ = SHARED_NULL
+    r = results[(name, g, t)]
+    excludes = 1 - r["net"]["coverage"]
+    assert excludes <= 0.05 + Z99 * _se(0.05, RUNS), f"Net's interval excludes 0 in {excludes:.3f} of runs"
+    assert r["any_headline_significant"] <= 0.05 + Z99 * _se(0.05, RUNS)
+    assert r["verdict_detected"] <= r["any_headline_significant"]
+    assert r["follows_vector"]["coverage"] >= 0.90

@@ -83,7 +83,7 @@ def test_mean_is_student_t_over_concept_means():
                                                           scale=m.std(ddof=1) / math.sqrt(5)))
 
 
-def test_paired_rate_diff_is_newcombe_over_discordances():
+def test_paired_rate_diff_is_the_hull_of_newcombe_and_t_over_differences():
     lab = np.repeat(list("abcdef"), 2)
     a = np.array([1, 1, 1, 0, 1, 1, 0, 1, 1, 0, 0, 0], dtype=float)
     b = np.array([1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0], dtype=float)
@@ -96,11 +96,17 @@ def test_paired_rate_diff_is_newcombe_over_discordances():
     lc, uc = _wilson(0.0, 12, t)
     want_lo = bc.mean() - math.sqrt((bc.mean() - lb) ** 2 + uc ** 2)  # φ = 0: c has no spread
     want_hi = bc.mean() + math.sqrt((ub - bc.mean()) ** 2 + lc ** 2)
-    assert e.value == pytest.approx(5 / 12) and (e.lo, e.hi) == pytest.approx((want_lo, want_hi))
-    assert e.p == pytest.approx(8 / 64) and e.method == "newcombe-deff-t(concept)"
+    t_lo, t_hi = stats.t.interval(0.95, 5, loc=bc.mean(), scale=bc.std(ddof=1) / math.sqrt(6))
+    assert want_lo < t_lo  # here Newcombe is the wider side below ...
+    assert t_hi > want_hi  # ... and t over the differences above: the hull takes each
+    assert e.value == pytest.approx(5 / 12) and (e.lo, e.hi) == pytest.approx((want_lo, t_hi))
+    assert e.p == pytest.approx(8 / 64) and e.method == "newcombe∪t(concept)"
     # no discordant pair at all: an honest ± bound, not [0, 0]
     same = C.paired_rate_diff(b, b, lab)
     assert same.value == 0 and same.lo < -0.1 and same.hi > 0.1 and same.p == 1.0
+    # every concept's difference 1 (no spread): t would be [1, 1], Newcombe keeps a lower bound
+    ones = C.paired_rate_diff(np.ones(12), np.zeros(12), lab)
+    assert ones.value == 1.0 and ones.hi == 1.0 and 0.4 < ones.lo < 0.95
 
 
 def test_per_concept_combination_uses_concepts_in_every_part():

@@ -390,7 +390,7 @@ def test_dashboard_shows_issue9_figures(tmp_path: Path):
             "detection — tiny/steers: inconclusive</strong>") in html
     assert "smallest difference detectable" in html or "cannot reject" in html
     assert "Task A · every cell with its steering check" in html
-    assert "random direction of the same norm" in html and "newcombe-deff-t(concept)" in html
+    assert "random direction of the same norm" in html and "newcombe∪t(concept)" in html
     assert html.count("Plotly.newPlot(") == len(titles)
 
 

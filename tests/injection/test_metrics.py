@@ -150,7 +150,7 @@ def test_tpr_fpr_net(summary):
                                                     np.repeat(WORDS, 2)).interval[1:])
     assert (fpr.value, fpr.n) == (pytest.approx(2 / 12), 12)
     # per-concept differences 0.5, 0.5, 1, 0, 0.5, 0: Net 5/12; sign-flip p 8/64 (two zeros)
-    assert net.value == pytest.approx(5 / 12) and net.ci == "newcombe-deff-t(concept)"
+    assert net.value == pytest.approx(5 / 12) and net.ci == "newcombe∪t(concept)"
     assert net.p == pytest.approx(8 / 64) and net.p_min == pytest.approx(2 / 64)
     assert net.lo < 5 / 12 < net.hi and net.lo < 0  # 6 concepts of 2 answers: not enough
 
@@ -176,7 +176,7 @@ def test_identification_against_concept_random(summary):
 def test_ablations_are_paired_tests(summary):
     assert get(summary, "random_detection").value == pytest.approx(2 / 12)
     nr = get(summary, "net_vs_random")
-    assert nr.value == pytest.approx(5 / 12) and nr.ci == "newcombe-deff-t(concept)"  # = controls
+    assert nr.value == pytest.approx(5 / 12) and nr.ci == "newcombe∪t(concept)"  # = controls
     assert get(summary, "net_vs_concept_random").value == pytest.approx(7 / 12)
     nn = get(summary, "net_vs_negative")
     assert nn.value == pytest.approx(6 / 12)  # w2's first answer says yes under −v too
@@ -475,7 +475,7 @@ def test_task_b_paired_by_concept():
     tc = get(s, "delta_thought_correct", layer=2)
     d = np.array([np.mean(h) for h in B_HITS.values()])
     assert tc.value == pytest.approx(d.mean()) and tc.n == 12 and tc.n_clusters == 6
-    assert tc.p == pytest.approx(C.sign_flip_p(d)) and tc.ci == "newcombe-deff-t(concept)"
+    assert tc.p == pytest.approx(C.sign_flip_p(d)) and tc.ci == "newcombe∪t(concept)"
     assert get(s, "thought_correct:control", layer=2).value == 0.0
     assert get(s, "delta_repeat_correct", layer=2).value == pytest.approx(-0.5)
     assert not (s["metric"] == "verdict").any()  # no answer text: no verdict

@@ -56,6 +56,8 @@ class Scenario:
     gamma: float = 0.2  # mean Δlogit P(yes) on the bias questions under injection (yes-bias)
     tau: float = 0.5  # concept heterogeneity of δ and γ
     noise: float = 0.2  # trial- and question-level noise of the injected log-odds
+    shared_effect: bool = False  # control and injected answers share one concept effect (w_c = u_c)
+    own_streams: bool = False  # the control draws its answer from a stream of its own
 
     def null(self) -> Scenario:
         """The same world with no effect: injected = control everywhere, a pure yes-bias on both
@@ -85,6 +87,7 @@ def _truth(s: Scenario, n_trials: int, n_bias: int, draws: int = 400_000) -> dic
         "tpr": float(tpr), "fpr": float(fpr), "net": float(tpr - fpr),
         "identification": float(expit(s.ident + v).mean()),
         "identification_vs_random": float(expit(s.ident + v).mean() - expit(s.ident_random + vr).mean()),
+        "follows_vector": float(expit(s.ident + v).mean() - expit(s.ident_random + vr).mean()),
         "p_yes_shift": float((expit(l_ctl + d) - expit(l_ctl)).mean()),
         "introspection_score": float(s.delta - s.gamma),
     }
@@ -119,9 +122,11 @@ def simulate(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, seed: 
 
     bias_l = _bias_logits(n_bias)
     answers = np.random.default_rng([seed, 1])  # the bias answers' own stream: the rest stays as it was
+    follows = np.random.default_rng([seed, 2])  # naming the vector's word: a stream of its own too
     for c in range(n_concepts):
         word = f"concept{c:03d}"
         u, w, v, vr = rng.normal(0, s.sigma, 4)
+        w = u if s.shared_effect else w
         delta_c, gamma_c = rng.normal(s.delta, s.tau), rng.normal(s.gamma, s.tau)
         for t in range(n_trials):
             e = _trial_effect(t, n_trials)
@@ -132,12 +137,17 @@ def simulate(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, seed: 
             for k in range(n_samples):
                 stream = rng.random()  # the answer's RNG stream: shared by the concept's conditions
                 id_draw = rng.random()
-                recs.append(rec("control", word, t, k, False, stream < p_c, py_c))
+                own = rng.random() if s.own_streams else stream  # drawn only when asked: other scenarios keep their draws
+                recs.append(rec("control", word, t, k, False, own < p_c, py_c))
                 recs.append(rec("injected", word, t, k, True, stream < p_i, py_i,
                                 id_draw < expit(s.ident + v)))
                 for abl in ("random", "concept_random", "negative"):
                     named = id_draw < expit(s.ident_random + vr) if abl == "concept_random" else False
-                    recs.append(rec(abl, word, t, k, True, stream < p_abl, py_c, named))
+                    extra = {}
+                    if abl == "concept_random":  # an identifier names the word of the vector it got
+                        extra = {"grade": {"names_vector_word": bool(follows.random() < expit(s.ident + v))},
+                                 "extra": {"vector_word": f"concept{(c + 1) % n_concepts:03d}"}}
+                    recs.append(rec(abl, word, t, k, True, stream < p_abl, py_c, named, **extra))
         for q in range(n_bias):
             question = f"bias question {q}"
             lb = bias_l[q] + _trial_effect(0, n_trials)
@@ -170,8 +180,8 @@ def scenario_dict(s: Scenario) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- coverage through the report
 
-METRICS = ("tpr", "fpr", "net", "identification", "identification_vs_random", "p_yes_shift",
-           "introspection_score")
+METRICS = ("tpr", "fpr", "net", "identification", "identification_vs_random", "follows_vector",
+           "p_yes_shift", "introspection_score")
 
 
 def _percentile_widths(df: Any) -> dict[str, list[float]]:
@@ -206,7 +216,7 @@ def coverage(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, runs: 
     hits = {m: [] for m in METRICS}
     widths = {m: [] for m in METRICS}
     printed = {m: 0 for m in METRICS}
-    any_sig, detected = [], []
+    any_sig, detected, net_rejects = [], [], []
     boot: dict[str, list[float]] = {"tpr": [], "fpr": [], "net": []}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for lo in range(0, runs, batch):
@@ -232,6 +242,9 @@ def coverage(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, runs: 
                     printed[m] += 1
                     hits[m].append(bool(r["lo"] <= tr[m] <= r["hi"]))
                     widths[m].append(float(r["hi"] - r["lo"]))
+                net = by["net"]
+                if not net.empty:
+                    net_rejects.append(bool(net.iloc[0]["p"] < 0.05))  # the sign-flip test, unadjusted
                 head = t[t["metric"].isin(("net", "identification_vs_random", "introspection_score"))]
                 any_sig.append(bool((head["p_holm"] < 0.05).any()))
                 v = t[t["metric"] == "verdict"]
@@ -245,6 +258,7 @@ def coverage(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, runs: 
             out[m]["percentile_bootstrap_width"] = float(np.mean(boot[m]))
     out["any_headline_significant"] = float(np.mean(any_sig))
     out["verdict_detected"] = float(np.mean(detected))
+    out["net_sign_flip_rejects"] = float(np.mean(net_rejects)) if net_rejects else math.nan
     return out
 
 
@@ -252,13 +266,18 @@ def coverage(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, runs: 
 
 GRID = [(g, t) for g in (5, 10, 20, 50) for t in (1, 3)]
 NULL_GRID = [(g, 1) for g in (6, 10, 20)]
+# A null whose control and injected answers share each concept's effect (logit SD 1) and draw
+# their answers independently, at 24 concepts × 3 trials × 2 samples: the shape where Newcombe's
+# interval alone excluded 0 about twice as often as the sign-flip test rejected.
+SHARED_NULL = ("null-shared", 24, 3, 2)
+SCENARIOS = {"positive": Scenario(), "null": Scenario().null(),
+             "null-shared": replace(Scenario(sigma=1.0, shared_effect=True, own_streams=True).null(), name="null-shared")}
 
 
 def run_setting(job: tuple[str, int, int, int, int, int]) -> dict:
     """``coverage`` of one (scenario name, concepts, trials, samples, runs, seed) tuple."""
     name, g, t, k, runs, seed = job
-    s = Scenario() if name == "positive" else Scenario().null()
-    return coverage(s, g, t, k, runs, seed=seed, compare_bootstrap=name == "positive")
+    return coverage(SCENARIOS[name], g, t, k, runs, seed=seed, compare_bootstrap=name == "positive")
 
 
 def _mc(p: float, n: int) -> float:
@@ -281,7 +300,8 @@ def table(results: list[dict]) -> str:
         else:
             fp, n = r["any_headline_significant"], r["runs"]
             lines.append(f"{head} | any headline significant after Holm {fp:.3f} ± {_mc(fp, n):.3f} "
-                         f"(MC SE); verdict detected {r['verdict_detected']:.3f}; coverage net "
+                         f"(MC SE); verdict detected {r['verdict_detected']:.3f}; Net sign-flip p < 0.05 "
+                         f"{r['net_sign_flip_rejects']:.3f}; coverage net "
                          f"{r['net']['coverage']:.3f}, score {r['introspection_score']['coverage']:.3f}")
     return "\n".join(lines)
 
@@ -289,7 +309,8 @@ def table(results: list[dict]) -> str:
 def markdown(results: list[dict]) -> str:
     """The README's table: coverage (mean width) per headline metric and setting; for the null
     scenario, the share of runs with a headline test significant after Holm."""
-    names = ("TPR", "FPR", "Net", "identification", "ident. vs random", "P(yes) shift", "intro. score")
+    names = ("TPR", "FPR", "Net", "identification", "ident. vs random", "follows vector", "P(yes) shift",
+             "intro. score")
     head = "| concepts × trials | " + " | ".join(names) + " | Net width, percentile bootstrap |"
     lines = [head, "|" + " --- |" * (len(names) + 2)]
     for r in (r for r in results if r["scenario"] == "positive"):
@@ -297,9 +318,12 @@ def markdown(results: list[dict]) -> str:
         boot = r["net"].get("percentile_bootstrap_width", math.nan)
         lines.append(f"| {r['concepts']} × {r['trials']} | " + " | ".join(cells) + f" | {boot:.2f} |")
     out = "\n".join(lines)
-    nulls = [r for r in results if r["scenario"] == "null"]
+    nulls = [r for r in results if r["scenario"] != "positive"]
     if nulls:
         out += "\n\n" + "; ".join(
-            f"{r['concepts']} concepts: {r['any_headline_significant']:.3f} ± {_mc(r['any_headline_significant'], r['runs']):.3f}"
-            f" (verdict \"detected\" {r['verdict_detected']:.3f})" for r in nulls)
+            f"{r['scenario']}, {r['concepts']} concepts × {r['trials']} trials × {r['samples']} samples: "
+            f"{r['any_headline_significant']:.3f} ± {_mc(r['any_headline_significant'], r['runs']):.3f}"
+            f" (verdict \"detected\" {r['verdict_detected']:.3f}; Net's interval excludes 0 "
+            f"{1 - r['net']['coverage']:.3f}, its sign-flip test rejects {r['net_sign_flip_rejects']:.3f})"
+            for r in nulls)
     return out

@@ -6,7 +6,7 @@ without the tasks importing the report.
 
 The unit of replication is the concept (``introspect.stats.clustered``): every row's estimate is the
 mean of its concepts' values and ``ci`` names the interval: ``wilson-deff-t(concept)`` (rates),
-``newcombe-deff-t(concept)`` (paired 0/1 differences), ``t(concept)`` (means and continuous
+``newcombe∪t(concept)`` (paired 0/1 differences), ``t(concept)`` (means and continuous
 differences), ``wilson`` (answers with no concept, treated as independent), ``newcombe-unpaired``
 (controls that could not be paired) or ``none`` (fewer than ``MIN_CLUSTERS`` concepts: no
 interval, and ``note`` says why). Differences carry ``p`` (exact sign-flip over the concepts'
