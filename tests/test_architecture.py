@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = SRC / "introspect"
 
@@ -140,3 +142,20 @@ def test_the_checks_can_fail():
     assert upward({"introspect.tasks.judge": {"introspect"}})
     assert layer("introspect.engine.vectors") > layer("introspect.engine.run.inject")
     assert layer("introspect.nowhere") is None
+
+
+def test_importing_the_package_is_torch_free_and_names_load_on_use():
+    """The façade is lazy (PEP 562): ``import introspect`` loads no torch, every public name in
+    ``__all__`` resolves, and an unknown one is an AttributeError."""
+    import subprocess
+    import sys
+
+    code = ("import sys, introspect as I; t0 = 'torch' in sys.modules; "
+            "missing = [n for n in I.__all__ if getattr(I, n, None) is None]; "
+            "print(t0, missing, 'torch' in sys.modules, I.run_task_a.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "[]", "True", "run_task_a"], out
+    import introspect
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = introspect.nope

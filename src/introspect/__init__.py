@@ -1,55 +1,66 @@
 """introspect: measure whether open-weight LLMs can introspect, on TransformerLens models.
 
 Data flows load → vectors → inject/decode → prompts → tasks → grading → records → report.
+
+Why lazy (PEP 562): ``import introspect`` must stay cheap and torch-free, so that entry points
+(Inspect's provider registry, ``python -m experiments.models list``) and the report read records
+without loading torch; each public name is imported from its room on first use.
 """
 
-from introspect.engine.load.models import DEFAULT_MODEL, load_model, model_info
-from introspect.engine.run.chat import Conversation, Prompt, render
-from introspect.engine.run.decode import (
-    DecodeStats,
-    Generation,
-    Sampling,
-    generate,
-    inject_once,
-    next_token_logprobs,
-    stream_seed,
-)
-from introspect.engine.run.inject import From, InjectionSpec, injecting
-from introspect.engine.vectors import (
-    ConceptVector,
-    VectorBank,
-    build_concept_vector,
-    build_concept_vectors,
-    residuals,
-)
-from introspect.tasks import get_task, run_task
-from introspect.tasks.base import RunContext, TaskConfig
-from introspect.train import TrainConfig
-from introspect.train import train as train_adapter
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_MODEL", "ConceptVector", "Conversation", "DecodeStats", "From", "Generation", "InjectionSpec",
-    "Prompt", "Sampling", "stream_seed",
-    "RunContext", "TaskConfig", "TrainConfig", "VectorBank", "build_concept_vector", "build_concept_vectors", "context",
-    "generate", "get_task", "inject_once", "injecting", "load_model", "model_info", "next_token_logprobs",
-    "render", "residuals", "run_task", "train_adapter", "run_task_a", "run_task_b", "run_task_c", "run_task_d",
-]
+import importlib
+from typing import Any
+
+_FROM = {
+    "introspect.engine.load.models": ("DEFAULT_MODEL", "load_model", "model_info"),
+    "introspect.engine.run.chat": ("Conversation", "Prompt", "render"),
+    "introspect.engine.run.decode": ("DecodeStats", "Generation", "Sampling", "generate", "inject_once",
+                                     "next_token_logprobs", "stream_seed"),
+    "introspect.engine.run.inject": ("From", "InjectionSpec", "injecting"),
+    "introspect.engine.vectors": ("ConceptVector", "VectorBank", "build_concept_vector", "build_concept_vectors",
+                                  "residuals"),
+    "introspect.tasks": ("get_task", "run_task"),
+    "introspect.tasks.base": ("RunContext", "TaskConfig"),
+    "introspect.train": ("TrainConfig",),
+}
+_WHERE = {name: mod for mod, names in _FROM.items() for name in names}
+_WHERE["train_adapter"] = "introspect.train"  # introspect.train.train under its public name
+_RUNNERS = {"run_task_a": "A", "run_task_b": "B", "run_task_c": "C", "run_task_d": "D"}
+
+__all__ = sorted([*_WHERE, *_RUNNERS, "context"])
 
 
-def context(model, cfg: TaskConfig | None = None, *, run_id: str = "notebook") -> RunContext:
-    """A RunContext for notebook use: the model, its identity, a config and a vector bank."""
+def __getattr__(name: str) -> Any:
+    if name in _RUNNERS:
+        value: Any = _runner(_RUNNERS[name])
+    elif name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), "train" if name == "train_adapter" else name)
+    else:
+        raise AttributeError(f"module 'introspect' has no attribute {name!r}")
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def context(model: Any, cfg: Any = None, *, run_id: str = "notebook") -> Any:
+    """A RunContext for notebook use: the model, its identity, a config (default ``TaskConfig()``)
+    and a vector bank."""
+    from introspect.tasks.base import TaskConfig
     from introspect.tasks.runner import make_context
 
     return make_context(model, cfg or TaskConfig(), run_id)
 
 
 def _runner(name: str):
-    def run(model, config: TaskConfig | None = None):
+    from introspect.tasks import run_task
+
+    def run(model, config=None):
         return run_task(context(model, config), name)
 
     run.__doc__ = f"Run every trial of task {name} on a loaded model; returns a list of Records."
     run.__name__ = f"run_task_{name.lower()}"
     return run
-
-
-run_task_a, run_task_b, run_task_c, run_task_d = (_runner(n) for n in "ABCD")

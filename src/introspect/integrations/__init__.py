@@ -1,0 +1,1 @@
+"""Adapters to other ecosystems (layer 8): Inspect (``integrations.inspect``)."""

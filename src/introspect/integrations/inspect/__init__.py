@@ -1,0 +1,1 @@
+"""Run the toolkit inside Inspect: the ``introspect`` model provider and Inspect logs as records."""

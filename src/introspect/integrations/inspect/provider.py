@@ -1,0 +1,272 @@
+"""The ``introspect`` Inspect model provider: a toolkit model that injects concepts per request.
+
+``inspect eval task.py --model introspect/<registry-name-or-path>`` (an absolute path keeps its
+slash: ``introspect//data/models/x``). Model args (``-M``): ``adapter`` (a LoRA directory,
+merged at load), ``device``, ``dtype``, ``batch_size`` (rows per decoding batch) and ``path``
+(overrides the name; a ``model`` arg cannot exist, ``get_model`` takes that name itself).
+
+Every request is decoded by the toolkit's one generation loop (``introspect.engine.run.decode``):
+its conditions (``request.py``) share one prompt, one RNG stream and one ``generate`` call, so a
+zero injection reproduces its control bitwise and a request's text depends on the request only
+(never on which other samples Inspect runs at the same time: requests are decoded one at a time).
+Injection specs come from the toolkit's own builder (``tasks.injection.common.spec_for``, what
+task A uses) over the concept-vector cache (``engine.vectors.VectorBank``), so an α here means
+what it means in a toolkit run.
+
+Loading is lazy and cached per process (``__init__`` only records the arguments): the first
+request loads the model; every provider instance with the same arguments shares it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import anyio
+from inspect_ai.model import (
+    ChatCompletionChoice,
+    ChatMessage,
+    ChatMessageAssistant,
+    GenerateConfig,
+    ModelAPI,
+    ModelOutput,
+    ModelUsage,
+)
+from inspect_ai.tool import ToolChoice, ToolInfo
+
+from introspect.engine.load.models import load_model, model_info
+from introspect.engine.run.chat import Conversation, Prompt, render
+from introspect.engine.run.decode import DecodeStats, Sampling, generate
+from introspect.engine.run.inject import From, InjectionSpec
+from introspect.integrations.inspect.request import (
+    Condition,
+    Request,
+    RequestError,
+    derived_seed,
+    parse_request,
+)
+from introspect.records.jsonl import versions
+from introspect.tasks.base import RunContext, TaskConfig, Trial
+from introspect.tasks.injection import common
+from introspect.tasks.runner import make_context
+
+DEFAULT_MAX_TOKENS = 40  # the toolkit's max_new_tokens default
+DEFAULT_TEMPERATURE = 1.0  # the toolkit samples at T = 1 unless told otherwise
+STOP_REASON = {"eos": "stop", "stop": "stop", "length": "max_tokens"}
+METADATA_KEY = "introspect"
+
+_LOCK = threading.Lock()  # one request at a time per process: hooks live on the shared model
+_MODELS: dict[tuple, Any] = {}  # (name, adapter, device, dtype) -> loaded bridge
+_CONTEXTS: dict[int, RunContext] = {}  # id(model) -> a RunContext holding its vector bank
+
+
+def loaded_model(name: str, *, adapter: str | None = None, device: str | None = None,
+                 dtype: str | None = None) -> Any:
+    """The toolkit model for these arguments, loaded once per process."""
+    key = (name, adapter, device, dtype)
+    if key not in _MODELS:
+        _MODELS[key] = load_model(name, dtype=dtype, device=device, adapter=adapter)
+    return _MODELS[key]
+
+
+def _context(model: Any) -> RunContext:
+    """The model's run context: identity and a vector bank built on the words file's baseline
+    (the toolkit's chat-template vectors), kept for the process so vectors are built once."""
+    if id(model) not in _CONTEXTS:
+        _CONTEXTS[id(model)] = make_context(model, TaskConfig(), run_id="inspect")
+    return _CONTEXTS[id(model)]
+
+
+def _versions() -> dict[str, str]:
+    out = versions()
+    try:
+        out["inspect_ai"] = version("inspect-ai")
+    except PackageNotFoundError:  # pragma: no cover - the provider is only importable with it
+        out["inspect_ai"] = "absent"
+    return out
+
+
+def conversation(messages: list[ChatMessage], marks: dict[str, str]) -> Conversation:
+    """Inspect messages as a toolkit conversation: text content only; a trailing assistant
+    message is a prefill (the answer continues it)."""
+    turns: list[tuple[str, str]] = []
+    for m in messages:
+        if m.role == "tool":
+            raise RequestError("the introspect provider does not run tools (tool messages in the input)")
+        if not isinstance(m.content, str) and any(getattr(c, "type", "text") not in ("text", "reasoning")
+                                                  for c in m.content):
+            raise RequestError("the introspect provider takes text input only (found images, audio or documents)")
+        turns.append((m.role, m.text))
+    prefill = None
+    if turns and turns[-1][0] == "assistant":
+        prefill = turns.pop()[1]
+    return Conversation.of(*turns, prefill=prefill, **marks)
+
+
+def _positions(cond: Condition, prompt: Prompt) -> Any:
+    p = cond.positions
+    if isinstance(p, dict):
+        if "from" in p:
+            return From(int(p["from"]))
+        start, end = prompt.spans[cond.mark_name]
+        return From(start) if "from_text" in p else list(range(start, end))
+    return p
+
+
+def injected_positions(spec: InjectionSpec, prompt_len: int) -> dict[str, Any]:
+    """Where a spec adds its vector, as JSON: prompt token indices as ``[start, end)`` runs, and
+    whether every generated token is injected (position 0 is never injected under all/prompt,
+    as ``engine.run.inject`` does)."""
+    pos = spec.token_positions
+    if isinstance(pos, From):
+        idx, gen = list(range(pos.start, prompt_len)), True
+    elif pos in ("all", "prompt"):
+        idx, gen = list(range(1, prompt_len)), pos == "all"
+    elif pos == "generated":
+        idx, gen = [], True
+    else:
+        idx, gen = sorted(int(i) for i in pos), False
+    runs: list[list[int]] = []
+    for i in idx:
+        if runs and runs[-1][1] == i:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    return {"prompt": runs, "generated": gen, "hook": spec.hook_name}
+
+
+def build_specs(model: Any, request: Request, prompt: Prompt) -> list[tuple[InjectionSpec | None, dict[str, Any]]]:
+    """One (spec or None, JSON description) per condition, built with task A's spec builder."""
+    base = _context(model)
+    memos: dict[int, dict[str, Any]] = {}  # per layer: the prompt's residual norms, measured once
+    out: list[tuple[InjectionSpec | None, dict[str, Any]]] = []
+    for cond in request.conditions:
+        if not cond.injected:
+            out.append((None, {"alpha_effective": 0.0}))
+            continue
+        if not 0 <= int(cond.layer) < model.cfg.n_layers:  # type: ignore[arg-type]
+            raise RequestError(f"layer {cond.layer} out of range; this model has layers 0..{model.cfg.n_layers - 1}")
+        cfg = TaskConfig(layers=(int(cond.layer),), alphas=(cond.alpha,), alpha_units=cond.alpha_units)  # type: ignore[arg-type]
+        if cond.direction == "zero":
+            cfg = cfg.with_options(placebo=True)
+        ctx = replace(base, cfg=cfg, memo=memos.setdefault(int(cond.layer), {}))  # type: ignore[arg-type]
+        trial = Trial("inspect", cond.record_condition, layer=int(cond.layer), alpha=cond.alpha,  # type: ignore[arg-type]
+                      word=cond.concept)
+        positions = _positions(cond, prompt)
+        extra: dict[str, Any] = {}
+        if cond.direction == "random":
+            seed = cond.random_seed if cond.random_seed is not None else derived_seed(request.stream_key, cond.label)
+            inj = common.spec_for(ctx, trial, prompt, positions, random_seed=seed)
+            extra["random_seed"] = seed
+        elif cond.direction == "other_concept":
+            inj = common.spec_for(ctx, trial, prompt, positions, word=cond.vector_concept, norm_word=cond.concept)
+        else:
+            inj = common.spec_for(ctx, trial, prompt, positions, sign=-1.0 if cond.direction == "negative" else 1.0)
+        inj.spec.validate(model, len(prompt))
+        out.append((inj.spec, {"alpha_effective": float(inj.effective),
+                               "alpha_as": {k: float(v) for k, v in inj.alpha_as.items()},
+                               "injected_positions": injected_positions(inj.spec, len(prompt)), **extra}))
+    return out
+
+
+def sampling_of(config: GenerateConfig) -> Sampling:
+    t = DEFAULT_TEMPERATURE if config.temperature is None else float(config.temperature)
+    return Sampling(t, 1.0 if config.top_p is None else float(config.top_p),
+                    0 if config.top_k is None else int(config.top_k))
+
+
+def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig, *, batch_size: int = 16,
+                model_name: str = "introspect") -> ModelOutput:
+    """Decode one request (every condition of it, K = ``num_choices`` samples each) in one
+    ``generate`` call; one output choice per (condition, sample), condition-major."""
+    request = parse_request(config.extra_body)
+    marks: dict[str, str] = {}
+    for cond in request.conditions:
+        for name, text in cond.marks().items():
+            if marks.get(name, text) != text:
+                raise RequestError(f"conditions of one request mark different {name!r} texts; use one per request")
+            marks[name] = text
+    try:
+        prompt = render(model.tokenizer, conversation(messages, marks))
+    except ValueError as e:
+        if isinstance(e, RequestError):
+            raise
+        raise RequestError(f"positions: {e}") from e
+    specs = build_specs(model, request, prompt)
+    sampling = sampling_of(config)
+    k = int(config.num_choices or 1)
+    max_tokens = int(config.max_tokens or DEFAULT_MAX_TOKENS)
+    n = len(request.conditions)
+    stats = DecodeStats()
+    gens = generate(model, [prompt] * n, [s for s, _ in specs], max_new_tokens=max_tokens, sampling=sampling,
+                    n_samples=k, seeds=None if request.stream_key is None else [request.stream_key] * n,
+                    seed=config.seed, stop=tuple(config.stop_seqs or ()), batch_size=batch_size, stats=stats)
+    info = model_info(model)
+    yes_no = common.YesNo(model.tokenizer)  # task A's white-box score: first-token p(yes), p(no)
+    choices, rows = [], []
+    for i, cond in enumerate(request.conditions):
+        spec, desc = specs[i]
+        for s in range(k):
+            g = gens[i * k + s]
+            choices.append(ChatCompletionChoice(
+                message=ChatMessageAssistant(content=g.text, model=model_name, source="generate"),
+                stop_reason=STOP_REASON[g.stop_reason]))  # type: ignore[arg-type]
+            rows.append({**cond.to_json(), **desc, "condition": cond.record_condition, "sample": s,
+                         "stream_seed": g.seed, "stop_reason": g.stop_reason, "n_tokens": len(g.tokens),
+                         "logprob": float(sum(g.token_logprobs)), **yes_no(g)})
+    meta = {
+        "model_id": info.name, "fingerprint": info.fingerprint, "versions": _versions(),
+        "stream_key": request.stream_key, "seed": config.seed, "prompt": prompt.text, "prompt_tokens": len(prompt),
+        "sampling": sampling.to_dict(), "max_new_tokens": max_tokens, "stop": list(config.stop_seqs or ()),
+        "request": request.raw, "choices": rows, "fired": dict(stats.fired),
+    }
+    out_tokens = sum(len(g.tokens) for g in gens)
+    return ModelOutput(model=model_name, choices=choices, metadata={METADATA_KEY: meta},
+                       usage=ModelUsage(input_tokens=len(prompt), output_tokens=out_tokens,
+                                        total_tokens=len(prompt) + out_tokens))
+
+
+class IntrospectAPI(ModelAPI):
+    """A toolkit model behind Inspect's ModelAPI; the heavy load waits for the first request."""
+
+    def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
+                 config: GenerateConfig | None = None, **model_args: Any) -> None:
+        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key,
+                         config=config if config is not None else GenerateConfig())
+        allowed = {"path", "adapter", "device", "dtype", "batch_size"}
+        unknown = set(model_args) - allowed
+        if unknown:
+            raise ValueError(f"introspect provider: unknown model args {sorted(unknown)}; it takes {sorted(allowed)}")
+        self.name = str(model_args.get("path") or model_name)
+        if not self.name:
+            raise ValueError("introspect provider: name a model, e.g. introspect/smollm2-135m-instruct")
+        self.adapter = model_args.get("adapter")
+        self.device = model_args.get("device")
+        self.dtype = model_args.get("dtype")
+        self.batch_size = int(model_args.get("batch_size", 16))
+        if self.batch_size < 1:
+            raise ValueError(f"introspect provider: batch_size must be >= 1, got {self.batch_size}")
+
+    def model(self) -> Any:
+        """The loaded bridge (loads it on first use; shared by every instance with these args)."""
+        with _LOCK:
+            return loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype)
+
+    def _run(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
+        with _LOCK:
+            model = loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype)
+            return run_request(model, messages, config, batch_size=self.batch_size, model_name=self.model_name)
+
+    async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
+                       config: GenerateConfig) -> ModelOutput:
+        if tools:
+            raise RequestError("the introspect provider does not run tools")
+        return await anyio.to_thread.run_sync(self._run, input, config)
+
+    def max_tokens(self) -> int | None:
+        return DEFAULT_MAX_TOKENS
+
+    def max_connections(self) -> int:
+        return 1  # requests are decoded one at a time (see the module docstring)

@@ -1,0 +1,135 @@
+"""Inspect logs as the toolkit's JSONL records, so the summariser and dashboard read them.
+
+``records_from_log(log)`` returns a run header and one trial record per output choice of every
+``introspect`` model call in the log (a request's conditions and samples are its choices), each
+checked by ``introspect.records.jsonl.validate``; ``write_records(log, path)`` appends them to a
+JSONL file that ``introspect.report.load_results`` and ``summarize`` read.
+
+Mapping: a direction's record condition is ``control`` (none), ``injected`` (concept, and zero:
+the placebo), ``negative``, ``random`` or ``concept_random`` (other_concept). A placebo row gets
+the model id ``<model>+placebo`` (and its fingerprint ``:placebo``), as the toolkit's placebo
+runs do, so a zero injection never counts as a real one. Grades: a sample's scores go to the
+records of its last model call; a score whose metadata holds ``choices`` (one grade dict per
+choice, as ``scorers.detection`` writes) grades each choice; otherwise a multi-choice output's
+records get only the scalar scores of choice 0 (what Inspect's scorers saw) and the others none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from inspect_ai.log import EvalLog, EvalSample
+from inspect_ai.model import ModelOutput
+
+from introspect.integrations.inspect.provider import METADATA_KEY
+from introspect.records.jsonl import SCHEMA_VERSION, JsonlWriter, trial_id, validate
+
+SCORE_VALUES = {"C": True, "I": False}  # Inspect's CORRECT / INCORRECT
+
+
+def _outputs(sample: EvalSample) -> list[ModelOutput]:
+    """The sample's introspect model outputs, in call order (its events, else its final output)."""
+    outs = [e.output for e in (sample.events or []) if getattr(e, "event", None) == "model"
+            and (e.output.metadata or {}).get(METADATA_KEY)]
+    if not outs and (sample.output.metadata or {}).get(METADATA_KEY):
+        outs = [sample.output]
+    return outs
+
+
+def _scalar(v: Any) -> Any:
+    if isinstance(v, str) and v in SCORE_VALUES:
+        return SCORE_VALUES[v]
+    return v if isinstance(v, (bool, int, float, str)) else None
+
+
+def _grades(sample: EvalSample, n_choices: int) -> list[dict[str, Any]]:
+    """One grade dict per choice of the sample's scored (last) output."""
+    out: list[dict[str, Any]] = [{} for _ in range(n_choices)]
+    for name, score in (sample.scores or {}).items():
+        per = (score.metadata or {}).get("choices")
+        if isinstance(per, list) and len(per) == n_choices:
+            for j, g in enumerate(per):
+                out[j].update({k: v for k, v in (g or {}).items() if _scalar(v) is not None})
+            continue
+        values = score.value if isinstance(score.value, dict) else {name: score.value}
+        for k, v in values.items():
+            if _scalar(v) is not None:
+                out[0][k if isinstance(score.value, dict) else name] = _scalar(v)
+    return out
+
+
+def _token_positions(row: dict[str, Any]) -> list[int] | str | None:
+    if row.get("direction", "none") == "none":
+        return None
+    p = row.get("positions")
+    if isinstance(p, dict):
+        if "from" in p:
+            return f"from:{p['from']}+generated"
+        runs = (row.get("injected_positions") or {}).get("prompt") or []
+        if "from_text" in p and runs:
+            return f"from:{runs[0][0]}+generated"
+        return [i for a, b in runs for i in range(a, b)]
+    return p
+
+
+def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str, Any]]:
+    """A header and one trial record per (model call, choice) of ``log``; ``task`` names the
+    records' task (default: the Inspect task's name), which picks the report's summariser."""
+    name = task or log.eval.task
+    trials: list[dict[str, Any]] = []
+    first: dict[str, Any] | None = None
+    for s_idx, sample in enumerate(log.samples or []):
+        outs = _outputs(sample)
+        for call, out in enumerate(outs):
+            meta = out.metadata[METADATA_KEY]  # type: ignore[index]
+            first = first or meta
+            rows = meta["choices"]
+            grades = _grades(sample, len(rows)) if call == len(outs) - 1 else [{} for _ in rows]
+            for j, (row, choice) in enumerate(zip(rows, out.choices)):
+                placebo = row["direction"] == "zero"
+                injected = row["direction"] != "none"
+                coords = dict(eval_id=log.eval.eval_id, sample=str(sample.id), epoch=sample.epoch, call=call,
+                              label=row["label"], k=row["sample"])
+                rec = {
+                    "type": "trial", "seed": int(meta.get("seed") or 0),
+                    "model_id": meta["model_id"] + ("+placebo" if placebo else ""), "task": name,
+                    "condition": row["condition"], "layer_idx": row["layer"] if injected else None,
+                    "alpha": float(row["alpha"]) if injected else 0.0, "alpha_units": row["alpha_units"],
+                    "alpha_effective": float(row.get("alpha_effective", 0.0)), "word": row.get("concept"),
+                    "injected": injected, "token_positions": _token_positions(row), "prompt": meta["prompt"],
+                    "response": choice.message.text, "grade": grades[j],
+                    "gen": {**meta["sampling"], "max_new_tokens": meta["max_new_tokens"],
+                            "stream_seed": row["stream_seed"], "stop_reason": row["stop_reason"]},
+                    "p_yes": row.get("p_yes"), "p_no": row.get("p_no"), "variant": "default", "trial_index": s_idx,
+                    "sample": int(row["sample"]), "trial_id": trial_id(**coords), "run_id": log.eval.run_id,
+                    "extra": {"inspect_sample_id": sample.id, "epoch": sample.epoch, "call": call,
+                              "label": row["label"], "direction": row["direction"], "stream_key": meta["stream_key"],
+                              "alpha_as": row.get("alpha_as", {}), "vector_word": row.get("vector_concept"),
+                              "injected_positions": row.get("injected_positions"), "placebo": placebo,
+                              "fingerprint": meta["fingerprint"] + (":placebo" if placebo else "")},
+                    "ts": str(log.eval.created),
+                }
+                trials.append(validate(rec))
+    if first is None:
+        return []
+    rev = log.eval.revision
+    header = {
+        "type": "header", "schema": SCHEMA_VERSION, "run_id": log.eval.run_id, "ts": str(log.eval.created),
+        "model_id": first["model_id"], "fingerprint": first["fingerprint"], "seed": int(first.get("seed") or 0),
+        "versions": first["versions"],
+        "git_commit": (rev.commit + ("+dirty" if rev.dirty else "")) if rev is not None else "unknown",
+        "config": {"inspect": {"task": log.eval.task, "task_id": log.eval.task_id, "eval_id": log.eval.eval_id,
+                               "model": log.eval.model, "model_args": log.eval.model_args,
+                               "status": log.status, "log": log.location}},
+        "runtime": {}, "notes": [f"from the Inspect log {log.location or log.eval.eval_id}"], "task": name,
+    }
+    return [validate(header), *trials]
+
+
+def write_records(log: EvalLog, path: Path | str, *, task: str | None = None) -> Path:
+    """Append ``records_from_log(log)`` to a JSONL file (atomic lines, as every toolkit run)."""
+    w = JsonlWriter(path)
+    for rec in records_from_log(log, task=task):
+        w.write(rec)
+    return w.path

@@ -1,0 +1,32 @@
+"""Scorers that grade every choice of an ``introspect`` output with the toolkit's graders."""
+
+from __future__ import annotations
+
+from inspect_ai.scorer import Score, Target, mean, scorer
+from inspect_ai.solver import TaskState
+
+from introspect.grading import grade_task_A
+from introspect.integrations.inspect.provider import METADATA_KEY
+
+
+@scorer(metrics=[mean()])
+def detection():
+    """Task A's grader (``grading.grade_task_A``: strict INJECTION / NO_INJECTION format, else
+    the free-form rule) on every choice, with the choice's concept and whether a real vector was
+    added (a zero injection is not one). The value is the share of choices whose report is right
+    (detected exactly when injected); each choice's grade dict is in ``metadata["choices"]``,
+    which ``records_from_log`` turns into the records' grades."""
+
+    async def score(state: TaskState, target: Target) -> Score:
+        meta = (state.output.metadata or {}).get(METADATA_KEY)
+        if not meta:
+            return Score(value=0.0, explanation="no introspect output to grade")
+        grades = []
+        for row, choice in zip(meta["choices"], state.output.choices):
+            real = row["direction"] not in ("none", "zero")
+            g = grade_task_A(choice.message.text, row.get("concept"), real)
+            grades.append({**g, "identified": bool(g.get("matched")), "right": bool(g["detected"]) == real})
+        value = sum(g["right"] for g in grades) / len(grades)
+        return Score(value=value, metadata={"choices": grades})
+
+    return score

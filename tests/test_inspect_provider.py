@@ -1,0 +1,174 @@
+"""The ``introspect`` Inspect provider on a tiny random model: registration, per-request
+injection, stream reproducibility, the placebo's bitwise match with its control, and errors.
+
+Skips when the ``inspect`` extra (inspect-ai) is not installed."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("inspect_ai")
+
+from inspect_ai.model import ChatMessageUser, GenerateConfig, get_model  # noqa: E402
+
+from introspect.integrations.inspect import provider as P  # noqa: E402
+from introspect.integrations.inspect.request import RequestError, parse_request  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = [ChatMessageUser(content="Tell me about it.")]
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tiny_dir, tiny_model):
+    path = str(tiny_dir("llama"))
+    # the provider's per-process cache holds the session's tiny model: loaded once for every test
+    P._MODELS.setdefault((path, None, None, None), tiny_model("llama"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def model(tiny_path):
+    return get_model(f"introspect/{tiny_path}", memoize=False)
+
+
+def ask(model, inject=None, messages=PROMPT, **config):
+    cfg = GenerateConfig(max_tokens=config.pop("max_tokens", 8), temperature=config.pop("temperature", 1.0),
+                         extra_body=None if inject is None else {"introspect": inject}, **config)
+    return asyncio.run(model.generate(messages, config=cfg))
+
+
+def test_entry_point_is_listed_and_resolves():
+    eps = {ep.name: ep.value for ep in entry_points(group="inspect_ai")}
+    assert eps.get("introspect") == "introspect.integrations.inspect._registry"
+    # another package's provider names are not ours to take
+    assert not {"transformer_lens", "tl_bridge"} & {k for k, v in eps.items() if v.startswith("introspect.")}
+    n_loaded = len(P._MODELS)
+    m = get_model("introspect/some-model-never-loaded", memoize=False, batch_size=4, dtype="float32")
+    assert type(m.api).__name__ == "IntrospectAPI" and m.api.name == "some-model-never-loaded"
+    assert m.api.batch_size == 4 and len(P._MODELS) == n_loaded  # __init__ loads nothing
+    with pytest.raises(ValueError, match="unknown model args"):
+        get_model("introspect/x", memoize=False, temperature_typo=1)
+
+
+def test_registry_module_imports_only_inspect():
+    src = (ROOT / "src/introspect/integrations/inspect/_registry.py").read_text()
+    top = [n for n in ast.parse(src).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    mods = {(n.module if isinstance(n, ast.ImportFrom) else n.names[0].name).split(".")[0] for n in top}
+    assert mods <= {"__future__", "typing", "inspect_ai"}, mods
+
+
+def test_loading_the_entry_point_does_not_import_torch():
+    code = "import sys, introspect.integrations.inspect._registry; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_same_stream_key_same_text(model):
+    inj = {"concept": "bread", "layer": 2, "alpha": 4, "stream_key": "trial-0"}
+    a, b = ask(model, inj), ask(model, inj)
+    assert a.completion == b.completion and a.completion
+    ma, mb = a.metadata["introspect"], b.metadata["introspect"]
+    assert ma["choices"][0]["stream_seed"] == mb["choices"][0]["stream_seed"]
+    assert ma["choices"][0]["logprob"] == mb["choices"][0]["logprob"]
+    other = ask(model, {**inj, "stream_key": "trial-1"})
+    assert other.metadata["introspect"]["choices"][0]["stream_seed"] != ma["choices"][0]["stream_seed"]
+    assert other.completion != a.completion  # another stream draws other tokens (T = 1, 8 tokens)
+
+
+def test_zero_injection_reproduces_its_control_bitwise(model):
+    group = {"concept": "bread", "layer": 2, "alpha": 2, "alpha_units": "resid", "stream_key": "k",
+             "positions": {"from_text": "about"},
+             "conditions": [{"direction": "none"}, {"direction": "placebo"}, {"direction": "concept"},
+                            {"direction": "negative"}, {"direction": "random"}]}
+    out = ask(model, group, max_tokens=12, num_choices=2)
+    rows = out.metadata["introspect"]["choices"]
+    assert [r["label"] for r in rows] == [lab for lab in ("control", "placebo", "injected", "negative", "random")
+                                          for _ in range(2)]
+    texts = [c.message.text for c in out.choices]
+    lps = [r["logprob"] for r in rows]
+    for k in range(2):  # placebo == control, sample by sample: same tokens, same log-probabilities
+        assert texts[2 + k] == texts[k] and lps[2 + k] == lps[k]
+        assert rows[2 + k]["stream_seed"] == rows[k]["stream_seed"]
+    assert texts[0] != texts[1]  # two samples draw from two streams
+    # a real push at twice the residual norm changes the answer (the test could fail)
+    assert texts[4] != texts[0] and texts[6] != texts[0] and texts[8] != texts[0]
+    inj = rows[4]
+    assert inj["alpha_as"]["resid"] == pytest.approx(2.0) and inj["alpha_effective"] > 0
+    assert rows[6]["alpha_effective"] == pytest.approx(-inj["alpha_effective"])
+    pos = inj["injected_positions"]
+    assert pos["generated"] and pos["hook"] == "blocks.2.hook_resid_post"
+    start, end = pos["prompt"][0]
+    assert end == out.metadata["introspect"]["prompt_tokens"] and 0 < start < end
+    assert rows[0]["alpha_effective"] == 0.0 and "injected_positions" not in rows[0]
+
+
+def test_metadata_is_json_and_says_how_it_was_made(model, tiny_model):
+    out = ask(model, {"concept": "ocean", "layer": 1, "alpha": 3, "stream_key": "m"}, seed=7)
+    meta = out.metadata["introspect"]
+    assert json.loads(json.dumps(meta)) == meta  # plain JSON: no tensor, array or object
+    assert meta["fingerprint"] == tiny_model("llama").introspect_info.fingerprint
+    assert {"torch", "transformers", "transformer-lens", "introspect", "inspect_ai"} <= set(meta["versions"])
+    assert meta["sampling"]["temperature"] == 1.0 and meta["max_new_tokens"] == 8 and meta["seed"] == 7
+    row = meta["choices"][0]
+    assert row["stop_reason"] in ("eos", "stop", "length") and row["alpha_as"]["raw"] == pytest.approx(3.0)
+    assert out.choices[0].stop_reason == {"eos": "stop", "stop": "stop", "length": "max_tokens"}[row["stop_reason"]]
+    assert sum(meta["fired"].values()) > 0 and out.usage.output_tokens == row["n_tokens"]
+
+
+def test_no_request_is_a_plain_model(model):
+    a, b = ask(model, temperature=0), ask(model, temperature=0)
+    assert a.completion == b.completion
+    assert a.metadata["introspect"]["choices"][0]["direction"] == "none"
+
+
+@pytest.mark.parametrize("bad, msg", [
+    ({"concept": "bread", "layer": 2}, "alpha"),
+    ({"concept": "bread", "alpha": 2}, "integer layer"),
+    ({"concept": "bread", "layer": 2, "alpha": 2, "vector": [0.1, 0.2]}, "unknown keys"),
+    ({"concept": "bread", "layer": 2, "alpha": 2, "direction": "sideways"}, "unknown"),
+    ({"concept": "bread", "layer": 2, "alpha": 2, "alpha_units": "furlongs"}, "alpha_units"),
+    ({"concept": "bread", "layer": 2, "alpha": 2, "positions": "middle"}, "positions"),
+    ({"concept": "bread", "layer": 2, "alpha": 2, "conditions": [{"stream_key": "x"}]}, "top level"),
+    ({"concept": "bread", "layer": 2, "alpha": 2, "conditions": [{}, {}]}, "labels must differ"),
+    ({"direction": "concept", "layer": 2, "alpha": 2}, "needs a concept"),
+])
+def test_malformed_requests_fail_with_a_reason(bad, msg):
+    with pytest.raises(RequestError, match=msg):
+        parse_request({"introspect": bad})
+
+
+def test_a_tensor_in_a_request_is_refused():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RequestError, match="never tensors"):
+        parse_request({"introspect": {"concept": "bread", "layer": 2, "alpha": torch.tensor(2.0)}})
+
+
+def test_model_errors_reach_the_caller(model):
+    with pytest.raises(RequestError, match="out of range"):
+        ask(model, {"concept": "bread", "layer": 9, "alpha": 2})
+    with pytest.raises(RequestError, match="does not occur"):
+        ask(model, {"concept": "bread", "layer": 1, "alpha": 2, "positions": {"from_text": "zebra crossing"}})
+
+
+def test_the_provider_loads_a_model_by_path_once(tiny_dir):
+    """No pre-seeded cache: the first request loads the directory (as ``load_model`` would), and
+    a second provider instance with the same args reuses the loaded model."""
+    path = str(tiny_dir("qwen2"))
+    key = (path, None, None, "float32")
+    P._MODELS.pop(key, None)
+    a = get_model(f"introspect/{path}", memoize=False, dtype="float32")
+    assert key not in P._MODELS  # nothing loaded yet
+    out = ask(a, {"concept": "bread", "layer": 3, "alpha": 2, "stream_key": "q"}, max_tokens=4)
+    assert key in P._MODELS and out.metadata["introspect"]["fingerprint"] == P._MODELS[key].introspect_info.fingerprint
+    b = get_model(f"introspect/{path}", memoize=False, dtype="float32")
+    assert b.api.model() is P._MODELS[key]
+    assert ask(b, {"concept": "bread", "layer": 3, "alpha": 2, "stream_key": "q"}, max_tokens=4).completion == out.completion
+    P._MODELS.pop(key)
