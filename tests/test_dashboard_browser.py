@@ -64,3 +64,23 @@ def test_dashboard_screenshot(dashboard, tmp_path: Path):
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 50_000  # a blank 1400x3000 page compresses to a few KB
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 3)])
+def test_dashboard_fits_the_grid_in_chromium(shape, tmp_path: Path):
+    """The quick preset's shape (one layer, one α) and a 3 × 3 grid, as rendered: no line with a
+    single point anywhere, forest plots exactly when there is one α, heatmaps only on the grid."""
+    from test_report import GRIDS, write_grid
+
+    root = write_grid(tmp_path / "results", *GRIDS[shape], n_concepts=5)
+    html = write_dashboard(root)
+    dom = _chromium(tmp_path, "grid", "--dump-dom", html.as_uri()).stdout
+    assert re.search(r'data-js-errors=""', dom), dom[-2000:]
+    shortest = re.search(r'data-shortest-line="([^"]*)"', dom).group(1)
+    assert shortest == "none" or int(shortest) >= 2, shortest
+    kinds = set(re.findall(r'data-kind="([^"]*)"', dom)) - {""}
+    assert ("forest" in kinds) == (shape == (1, 1))
+    assert ("layer × α heatmap" in kinds) == (shape == (3, 3))
+    assert ("line over α" in kinds) == (shape == (3, 3))
+    n = int(re.search(r'data-n-figures="(\d+)"', html.read_text()).group(1))
+    assert int(re.search(r'data-plots-rendered="(\d+)"', dom).group(1)) == n

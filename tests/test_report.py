@@ -540,3 +540,27 @@ def test_verdict_banner_is_generic_about_labels():
     assert 'class="verdict detected"' in html and 'class="verdict none"' in html
     assert html.count('class="verdict inconclusive"') == 2
     assert "yes-bias, not detection</strong>. why m2" in html and "a label nobody wrote yet" in html
+
+
+def test_a_forest_dot_without_interval_says_why():
+    import plotly.graph_objects as go
+
+    from introspect.report.forest import forest_rows
+
+    d = pd.DataFrame({"value": [0.2, 0.5], "lo": [0.1, np.nan], "hi": [0.3, np.nan], "n": [20, 10],
+                      "n_clusters": [10, 4], "ci": ["t(concept)", "none"], "p_holm": [np.nan, np.nan]})
+    fig = go.Figure()
+    forest_rows(fig, ["has one", "has none"], d, "#000", ".2f")
+    ticks = fig.layout.yaxis.ticktext
+    assert "no interval" not in ticks[0] and "n=20" in ticks[0]
+    assert "n=10, 4 concepts: no interval" in ticks[1]
+
+
+def test_verdict_banner_does_not_repeat_its_label():
+    from introspect.report.dashboard import verdicts
+
+    rows = pd.DataFrame([{"metric": "verdict", "task": "A", "model_id": "m", "condition": "inconclusive",
+                          "note": "inconclusive (no Net survives Holm): Holm family: 9 tests"}])
+    html = verdicts(rows)
+    assert "inconclusive</strong>. No Net survives Holm): Holm family" not in html  # only the prefix goes
+    assert html.count("inconclusive") == 2 and "</strong>. (no Net survives Holm): Holm family" in html

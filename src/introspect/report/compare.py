@@ -54,7 +54,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "seb-difficulty": ("logit_pair_accuracy", "majority_pair_baseline", "text_pair_accuracy", "text_parse_rate",
                        "pair_excluded_rate", "answer_cut_rate", "warning_single_draw_truth"),
     "delegate": ("self_accuracy_lift", "p_delegate_auroc", "confidence_auroc", "surface_auroc",
-                 "delegation_rate", "game_low_mass_rate", "entropy_unavailable",
+                 "baseline_accuracy", "baseline_modal_letter_rate", "rotation_consistency", "delegation_rate", "game_low_mass_rate", "entropy_unavailable",
                  "odds_ratio[baseline_error]", "other_modelling_or_per_0.1", "p_delegate_diff[high-low teammate]"),
     "delegate-probe": ("probe_cv_auroc", "game_projection_auroc[error]"),
     "recovery": ("accuracy_drop_vs_clean", "recovery_rate", "in_reasoning_rate", "accuracy", "parse_rate",

@@ -182,6 +182,14 @@ def _verdict_kind(label: str) -> str:
     return "none" if text.startswith("no measurable") else "inconclusive"
 
 
+def _unrepeated(note: str, label: str) -> str:
+    """The verdict's note without the label it starts with (the banner shows the label already)."""
+    if note.lower().startswith(label.lower()):
+        rest = note[len(label):].lstrip(" :.,")
+        return rest[:1].upper() + rest[1:] if rest else note
+    return note
+
+
 def verdicts(summary: pd.DataFrame) -> str:
     """One banner per (model, task): its verdict row (detected / inconclusive / no measurable
     effect), the evidence behind it, and the power line."""
@@ -193,7 +201,7 @@ def verdicts(summary: pd.DataFrame) -> str:
         task = TASK_NAMES.get(r.task, f"Task {r.task}")
         out.append(f'<div class="verdict {_verdict_kind(r.condition)}" '
                    f'data-task="{_esc(r.task)}"><strong>{_esc(task)} — {_esc(r.model_id)}: '
-                   f"{_esc(r.condition)}</strong>. {_esc(r.note)}</div>")
+                   f"{_esc(r.condition)}</strong>. {_esc(_unrepeated(str(r.note), str(r.condition)))}</div>")
     return "".join(out)
 
 
@@ -281,7 +289,8 @@ generated {now}</p>
 simulation, and the summary table names each one's method. The concept is the unit: each concept
 has its own matched controls (the same prompt and sample stream, no injection), every concept
 weighs the same, rates use a design-effect Wilson interval with Student's t over concepts, paired
-0/1 differences (Net) Newcombe's interval built from it, and continuous shifts Student's t.
+0/1 differences (Net) the hull of Newcombe's interval built from it and Student's t over the
+concepts' differences, and continuous shifts Student's t.
 With fewer than 5 concepts no interval is printed. p-values are exact sign-flip tests over the
 concepts (the smallest reachable p is 2<sup>1−concepts</sup>), Holm-adjusted over every framing,
 cell and headline metric a verdict picks from. A best cell is shown only when it was picked on half

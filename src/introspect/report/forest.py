@@ -52,9 +52,16 @@ def forest_rows(fig: go.Figure, names: list[str], d: pd.DataFrame, color: str, f
         hovertemplate=(f"%{{y}}: %{{x:{fmt}}} [%{{customdata[0]:{fmt}}}, %{{customdata[1]:{fmt}}}]"
                        "<br>n = %{customdata[2]}, concepts = %{customdata[3]}<br>CI: %{customdata[4]}"
                        "<extra></extra>")), **at)
-    ticks = [f"{html.escape(nm)} <span style='color:#59636e'>n={_n(n)}</span>" if _n(n) else html.escape(nm)
-             for nm, n in zip(names, d["n"])]
+    ticks = [f"{html.escape(nm)} <span style='color:#59636e'>n={_n(n)}{_why(lo, g)}</span>" if _n(n)
+             else html.escape(nm) for nm, n, lo, g in zip(names, d["n"], d["lo"], d["n_clusters"] if "n_clusters" in d else [None] * len(d))]
     fig.update_yaxes(type="category", tickvals=names, ticktext=ticks, automargin=True, **at)
+
+
+def _why(lo: object, concepts: object) -> str:
+    """Beside n, why a dot has no bar: too few concepts for an interval (``stats.clustered``)."""
+    if not pd.isna(lo):
+        return ""
+    return f", {_n(concepts)} concepts: no interval" if _n(concepts) else ", no interval"
 
 
 def task_a_forest(summary: pd.DataFrame) -> list[Panel]:
