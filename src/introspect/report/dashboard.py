@@ -60,12 +60,12 @@ window.addEventListener('load', function () {
   var n = 0, shortest = null;
   document.querySelectorAll('.js-plotly-plot').forEach(function (d) {
     if (d._fullLayout) n++;
-    (d.data || []).forEach(function (t) {
-      var isLine = (t.type || 'scatter') === 'scatter' && String(t.mode || '').indexOf('lines') >= 0
-        && !t.fill;
-      if (!isLine || !t.x) { return; }
+    (d._fullData || []).forEach(function (t, j) {  // drawn traces; their points as computed
+      var isLine = t.type === 'scatter' && String(t.mode || '').indexOf('lines') >= 0
+        && (!t.fill || t.fill === 'none') && t.visible === true;
+      if (!isLine) { return; }
       var k = 0;
-      for (var i = 0; i < t.x.length; i++) { if (t.y[i] !== null && t.y[i] === t.y[i]) { k++; } }
+      ((d.calcdata || [])[j] || []).forEach(function (pt) { if (isFinite(pt.x) && isFinite(pt.y)) { k++; } });
       if (shortest === null || k < shortest) { shortest = k; }
     });
   });
