@@ -6,9 +6,13 @@
 
 Trains LoRA on the blocks after --layer only, with the toolkit's injection hooks active in the
 training forward pass and the loss on the answer tokens only. Concepts come from
-concepts/train_words.yaml minus a seeded held-out share; every task-A concept is held out (the split is
-written to OUT/words_train.yaml and OUT/words_heldout.yaml, ready for --words-file). A checkpoint
-is written every --checkpoint-every steps: rerun the same command to resume. OUT receives a plain
+concepts/train_words.yaml minus a seeded held-out share; every task-A concept is held out. The
+split is by meaning (--split meaning, the default): no held-out concept's vector at --layer has
+cosine >= --max-cos to a training concept's, and none is a plural, compound or listed synonym of
+one; --split spelling is the old plural-only rule. It is written to OUT/words_train.yaml and
+OUT/words_heldout.yaml (ready for --words-file; each held-out word's nearest training word and
+cosine as a comment) and OUT/split.json. A checkpoint is written every --checkpoint-every steps:
+rerun the same command to resume; a resume whose word files or split differ is refused. OUT receives a plain
 peft adapter, its hash, the base model's fingerprint and the training config
 (introspect_adapter.json, written last). Bad input is one ``error:`` line and exit 2.
 """
@@ -49,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
       help="injection strengths drawn uniformly from [LO, HI], in resid units (x the residual norm)")
     a("--replay-frac", type=float, default=d.replay_frac, help="share of each batch replaying the base model's answers")
     a("--heldout-frac", type=float, default=d.heldout_frac, help="share of the training list held out too")
+    a("--split", choices=("meaning", "spelling"), default=d.split,
+      help="held-out concepts far from every training concept in meaning (default), or plurals only (the old rule)")
+    a("--max-cos", type=float, default=d.max_cos,
+      help="meaning split: held-out concepts' vector cosine to every training concept stays below this")
     a("--phrasings", nargs="+", default=list(d.phrasings), choices=PHRASINGS)
     a("--checkpoint-every", type=int, default=d.checkpoint_every)
     a("--words-file", help="targets/baseline YAML (default concepts/words.yaml); every target is held out")
@@ -67,7 +75,8 @@ def _config(args: argparse.Namespace, layer: int):
                        lora_alpha=args.lora_alpha, lr=args.lr, seed=args.seed, strength=tuple(args.strength),
                        replay_frac=args.replay_frac, heldout_frac=args.heldout_frac,
                        phrasings=tuple(args.phrasings), checkpoint_every=args.checkpoint_every,
-                       words_file=args.words_file, train_words_file=args.train_words_file)
+                       words_file=args.words_file, train_words_file=args.train_words_file,
+                       split=args.split, max_cos=args.max_cos)
 
 
 def _check_out(out: Path, cfg) -> bool:
@@ -81,10 +90,17 @@ def _check_out(out: Path, cfg) -> bool:
     if not out.is_dir() or not any(out.iterdir()):
         return False
     if (out / META_FILE).is_file():
+        from introspect.train.loop import word_files
+
         meta = json.loads((out / META_FILE).read_text())
-        if meta.get("training") == cfg.to_dict():
-            return True
-        raise TrainDataError(f"{out} holds an adapter trained with another config; use a new --out")
+        if meta.get("training") != cfg.to_dict():
+            raise TrainDataError(f"{out} holds an adapter trained with another config; use a new --out")
+        now = word_files(cfg)
+        changed = [k.replace("_", "-") for k in now if (meta.get("word_files") or {}).get(k) != now[k]]
+        if changed:
+            raise TrainDataError(f"{out} holds an adapter trained from another --{changed[0]} (sha256 differs); "
+                                 f"use a new --out or the original {' and '.join('--' + c for c in changed)}")
+        return True
     if not (out / CHECKPOINT).is_file() and not (out / "words_train.yaml").is_file():
         raise TrainDataError(f"--out {out} exists and is not an adapter directory; use a new --out")
     return False

@@ -38,7 +38,8 @@ def words_file(tmp_path_factory) -> str:
 def tiny_cfg(words_file: str, **kw) -> L.TrainConfig:
     base = dict(layer=1, steps=60, batch_size=8, lr=1e-2, rank=8, warmup=2, replay_prompts=2, replay_tokens=6,
                 checkpoint_every=1000, phrasings=("short",), strength=(0.5, 1.0), heldout_frac=0.0, n_trials=2,
-                train_words_file=words_file, mix=(("positive", 0.5), ("clean", 0.5)), replay_frac=0.25)
+                train_words_file=words_file, mix=(("positive", 0.5), ("clean", 0.5)), replay_frac=0.25,
+                split="spelling")  # the training mechanics on all ten words (test_train_split covers the split)
     return L.TrainConfig(**{**base, **kw})
 
 

@@ -3,13 +3,15 @@
 ``data`` builds the examples from the toolkit's own prompts and concept vectors, ``loop`` trains a
 LoRA adapter on the blocks after the injection with the injection hooks active, ``lora`` saves it
 as a plain peft adapter, which ``engine.load.adapters`` merges into a model before the bridge
-boots (``load_model(name, adapter=DIR)``).
+boots (``load_model(name, adapter=DIR)``); ``split`` chooses the held-out concepts by meaning
+(concept-vector cosine at the trained layer, plus word-form, compound and synonym rules).
 """
 
 from introspect.engine.load.adapters import AdapterError, merge_into, read_adapter
 from introspect.engine.load.models import adapted_info
 from introspect.train.data import Example, load_train_words, split_concepts
 from introspect.train.loop import TrainConfig, train
+from introspect.train.split import MAX_COS, Split, SplitError, meaning_split, near_by_rule
 
-__all__ = ["AdapterError", "Example", "TrainConfig", "adapted_info", "load_train_words", "merge_into",
-           "read_adapter", "split_concepts", "train"]
+__all__ = ["MAX_COS", "AdapterError", "Example", "Split", "SplitError", "TrainConfig", "adapted_info",
+           "load_train_words", "meaning_split", "merge_into", "near_by_rule", "read_adapter", "split_concepts", "train"]

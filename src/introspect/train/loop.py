@@ -25,9 +25,10 @@ import torch
 
 from introspect.engine.load.models import model_info
 from introspect.engine.run.inject import From, InjectionSpec, injecting
-from introspect.tasks.prompts import load_words
+from introspect.tasks.prompts import leaks, load_words
 from introspect.train import data as D
 from introspect.train import lora
+from introspect.train import split as S
 
 MIN_PREFIX = 8  # shorter shared preambles are not worth a separate pass
 CHECKPOINT = "checkpoint.pt"
@@ -58,6 +59,8 @@ class TrainConfig:
     words_file: str | None = None
     train_words_file: str | None = None
     mix: tuple[tuple[str, float], ...] = D.DEFAULT_MIX
+    split: str = "meaning"  # "meaning" (train.split) or "spelling" (the old plural-only rule)
+    max_cos: float = S.MAX_COS  # meaning split: held-out words' cosine to every training word stays below
 
     def __post_init__(self) -> None:
         bad = []
@@ -79,6 +82,10 @@ class TrainConfig:
         unknown = [p for p in self.phrasings if p not in D.PHRASINGS]
         if unknown or not self.phrasings:
             bad.append(f"unknown phrasing {unknown[:1]}; use {', '.join(D.PHRASINGS)}")
+        if self.split not in S.RULES:
+            bad.append(f"split must be one of {', '.join(S.RULES)}, got {self.split!r}")
+        if isinstance(self.max_cos, bool) or not isinstance(self.max_cos, (int, float)) or not 0 < self.max_cos < 1:
+            bad.append(f"max_cos must be in (0, 1), got {self.max_cos!r}")
         if bad:
             raise D.TrainDataError(bad[0])
 
@@ -107,6 +114,7 @@ class Plan:
     vectors: dict[str, torch.Tensor]  # unit vectors at cfg.layer
     resid: dict[str, float]  # mean residual norm from the mark to the prompt's end, per phrasing (trial 1)
     replay: list[D.ReplayItem]
+    split: S.Split | None = None  # the split's record (rule, nearest training word of each held-out word)
 
 
 @dataclass
@@ -121,29 +129,36 @@ class StepStats:
 
 # ---------------------------------------------------------------- preparation
 def prepare(model: Any, cfg: TrainConfig, *, replay: list[D.ReplayItem] | None = None) -> Plan:
-    """Split the concepts, build their vectors at the layer, measure residual norms, replay answers."""
+    """Split the concepts, build their vectors at the layer, measure residual norms, replay answers.
+
+    Replay prompts and replayed answers that mention a held-out word (any plural form) are left
+    out, so no training row shows one.
+    """
     from introspect.engine.run.decode import generate
-    from introspect.engine.vectors import build_concept_vectors, residuals
+    from introspect.engine.vectors import residuals
 
     words = load_words(cfg.words_file)
     train_words, replay_prompts = D.load_train_words(cfg.train_words_file)
-    train, held = D.split_concepts(train_words, words.targets, words.baseline, seed=cfg.seed,
-                                   heldout_frac=cfg.heldout_frac, avoid=D.task_a_texts())
-    cvs = build_concept_vectors(model, train, [cfg.layer], words.baseline)
-    vectors = {w: cvs[(w, cfg.layer)].vector for w in train}
+    split, vecs = S.make_split(model, cfg.layer, train_words, words.targets, words.baseline, seed=cfg.seed,
+                               heldout_frac=cfg.heldout_frac, rule=cfg.split, max_cos=cfg.max_cos,
+                               avoid=D.task_a_texts(), train_texts=D.training_texts(cfg.phrasings, replay_prompts))
+    train, held = list(split.train), list(split.heldout)
+    vectors = {w: vecs[w] for w in train}
     prompts = [D.render(model.tokenizer, D.detection_conv(p, 1)) for p in cfg.phrasings]
     starts = [pr.spans[D.P.FROM_MARK][0] for pr in prompts]
     acts = residuals(model, prompts, [cfg.layer], positions=[list(range(s, len(pr))) for s, pr in zip(starts, prompts)])
     resid = {p: float(a[0].norm(dim=-1).mean()) for p, a in zip(cfg.phrasings, acts)}
     if replay is None:
-        chosen = list(replay_prompts[:cfg.replay_prompts]) if cfg.replay_frac > 0 else []
+        clean = [q for q in replay_prompts if not any(leaks(q, w) for w in held)]
+        chosen = clean[:cfg.replay_prompts] if cfg.replay_frac > 0 else []
         gens = generate(model, [D.render(model.tokenizer, D.Conversation.of(("user", q))) for q in chosen],
                         max_new_tokens=cfg.replay_tokens) if chosen else []
         eos = model.tokenizer.eos_token_id
         replay = [D.ReplayItem(q, (*g.tokens, *((eos,) if g.stop_reason == "eos" and eos is not None else ())))
                   for q, g in zip(chosen, gens)]
-        replay = [r for r in replay if r.ids]
-    return Plan(train, held, list(words.baseline), vectors, resid, replay)
+        replay = [r for r in replay if r.ids
+                  and not any(leaks(model.tokenizer.decode(list(r.ids)), w) for w in held)]
+    return Plan(train, held, list(words.baseline), vectors, resid, replay, split)
 
 
 def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> InjectionSpec | None:
@@ -288,9 +303,39 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _words_yaml(targets: list[str], baseline: list[str], note: str) -> str:
-    lines = [f"# {note}", "targets:", *[f"  - {w}" for w in targets], "baseline:", *[f"  - {w}" for w in baseline]]
+def _words_yaml(targets: list[str], baseline: list[str], note: str, split: S.Split | None = None) -> str:
+    def line(w: str) -> str:
+        if split is None or w not in split.nearest:
+            return f"  - {w}"
+        near, cos = split.nearest[w]
+        return f"  - {w}  # nearest training word {near}, cos {cos:.2f} (band {split.band(w)}; {split.category(w)})"
+    lines = [f"# {note}", "targets:", *[line(w) for w in targets], "baseline:", *[f"  - {w}" for w in baseline]]
     return "\n".join(lines) + "\n"
+
+
+def word_files(cfg: TrainConfig) -> dict[str, str]:
+    """sha256 of the two word files a run reads (targets/baseline, training words), by role."""
+    from introspect.data.files import concepts_dir
+
+    paths = {"words_file": cfg.words_file or concepts_dir() / "words.yaml",
+             "train_words_file": cfg.train_words_file or concepts_dir() / "train_words.yaml"}
+    return {k: S.file_sha256(p) for k, p in paths.items()}
+
+
+def check_resume(ckpt: dict[str, Any], where: Path, hashes: dict[str, str], split: S.Split | None = None) -> None:
+    """Refuse a checkpoint made from other word files or (once the split is known) another split."""
+    old = ckpt.get("word_files")
+    if old is None or "split" not in ckpt:
+        raise S.SplitError(f"{where} predates the split and word-file checks; use a new --out")
+    changed = [k.replace("_", "-") for k in hashes if old.get(k) != hashes[k]]
+    if changed:
+        raise S.SplitError(f"{where} was made from another --{changed[0]} (sha256 differs); "
+                           f"use a new --out or the original {' and '.join('--' + c for c in changed)}")
+    if split is not None:
+        why = S.differs(ckpt["split"], split.identity())
+        if why:
+            raise S.SplitError(f"{where} was made with another split ({why}); use a new --out or the "
+                               "original word files, prompts and model")
 
 
 def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = True,
@@ -299,13 +344,15 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
 
     A checkpoint (adapter, optimiser, log) is written atomically every ``checkpoint_every``
     steps; rerunning the same command resumes from it. A checkpoint made with another config or
-    on other weights is refused. The finished adapter, its hash, the base model's fingerprint and
+    on other weights is refused, and so is one made from other word files (their sha256) or whose
+    concept split differs from the one this run makes (one line: what differs, what would be right). The finished adapter, its hash, the base model's fingerprint and
     the config are saved into ``out`` (``introspect_adapter.json`` written last).
     """
     from tqdm.auto import tqdm
 
     out = Path(out)
     info = model_info(model)
+    hashes = word_files(cfg)
     base_fp = info.fingerprint
     ckpt_path = out / CHECKPOINT
     ckpt = None
@@ -313,9 +360,13 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
         ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
         if ckpt.get("config") != cfg.to_dict() or ckpt.get("base_fingerprint") != base_fp:
             raise D.TrainDataError(f"{ckpt_path} was made with another config or model; use a new --out")
+        check_resume(ckpt, ckpt_path, hashes)
     stats = stats if stats is not None else StepStats()
     t0 = time.perf_counter()
     plan = prepare(model, cfg, replay=[D.ReplayItem(p, tuple(i)) for p, i in ckpt["replay"]] if ckpt else None)
+    assert plan.split is not None
+    if ckpt is not None:
+        check_resume(ckpt, ckpt_path, hashes, plan.split)
     params = lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha, seed=cfg.seed)
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     start = 0
@@ -324,9 +375,13 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
         opt.load_state_dict(ckpt["optim"])
         start, stats.log = int(ckpt["step"]), list(ckpt["log"])
     out.mkdir(parents=True, exist_ok=True)
-    note = f"adapter training split (seed {cfg.seed}) for {info.name}; baseline as concepts/words.yaml"
+    note = (f"adapter training split ({cfg.split} rule" + (f", max cos {cfg.max_cos:g}" if cfg.split == "meaning" else "")
+            + f", seed {cfg.seed}, layer {cfg.layer}) for {info.name}; baseline as concepts/words.yaml")
     _atomic_text(out / "words_train.yaml", _words_yaml(plan.train, plan.baseline, "trained on: " + note))
-    _atomic_text(out / "words_heldout.yaml", _words_yaml(plan.heldout, plan.baseline, "never trained on: " + note))
+    _atomic_text(out / "words_heldout.yaml", _words_yaml(plan.heldout, plan.baseline, "never trained on: " + note,
+                                                          plan.split))
+    _atomic_text(out / S.SPLIT_FILE, json.dumps({**plan.split.to_dict(), "word_files": hashes, "layer": cfg.layer,
+                                                  "seed": cfg.seed}, indent=2) + "\n")
     prep_s = time.perf_counter() - t0
     bar = tqdm(total=cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True,
                file=sys.stderr, disable=not progress)
@@ -349,7 +404,8 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
             _atomic_save({"step": step + 1, "adapter": lora.adapter_state(model), "optim": opt.state_dict(),
                           "log": stats.log, "config": cfg.to_dict(), "base_fingerprint": base_fp,
-                          "replay": [(r.prompt, list(r.ids)) for r in plan.replay]}, ckpt_path)
+                          "replay": [(r.prompt, list(r.ids)) for r in plan.replay],
+                          "split": plan.split.identity(), "word_files": hashes}, ckpt_path)
     bar.close()
     loop_s, cpu_s = time.perf_counter() - loop_t0, time.process_time() - cpu_t0
     _atomic_text(out / LOG, "".join(json.dumps(r) + "\n" for r in stats.log))
@@ -361,10 +417,12 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
                "peak_rss_mib": round(peak_rss_mib(), 1),
                "loss_first": stats.log[0]["loss"] if stats.log else None,
                "loss_last": stats.log[-1]["loss"] if stats.log else None,
-               "n_train_concepts": len(plan.train), "n_heldout_concepts": len(plan.heldout)}
+               "n_train_concepts": len(plan.train), "n_heldout_concepts": len(plan.heldout),
+               "split": cfg.split, "n_dropped_concepts": len(plan.split.dropped)}
     meta = {"base_model": model_name or loadable_name(model), "base_name": info.name,
             "base_fingerprint": base_fp, "training": cfg.to_dict(),
-            "train_concepts": plan.train, "heldout_concepts": plan.heldout, "summary": summary}
+            "train_concepts": plan.train, "heldout_concepts": plan.heldout, "split": plan.split.to_dict(),
+            "word_files": hashes, "summary": summary}
     summary["adapter_hash"] = lora.save_adapter(model, out, layer=cfg.layer, meta=meta)
     ckpt_path.unlink(missing_ok=True)
     return summary
