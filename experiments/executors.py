@@ -278,8 +278,9 @@ def gpus_for(need_bytes: int) -> int:
 
 def prefetch(models: list[str], dtype: str | None = None) -> int:
     """Fetch every model's weights once, here (hub snapshots with progress, registry conversions),
-    so shards start offline instead of all downloading at once; the largest model's bytes."""
-    from introspect.engine.load import hub
+    so shards start offline instead of all downloading at once; the largest model's bytes (with
+    its float32 output projection, as ``load_model`` places it)."""
+    from introspect.engine.load import head, hub
     from introspect.engine.load.models import resolve, resolve_dtype
 
     need = 0
@@ -288,5 +289,5 @@ def prefetch(models: list[str], dtype: str | None = None) -> int:
         if not Path(path).is_dir():
             path = str(hub.snapshot(path))
         dt = resolve_dtype(dtype or (entry.dtype if entry else None), "cuda")
-        need = max(need, hub.weights_bytes(Path(path), dt.itemsize))
+        need = max(need, hub.weights_bytes(Path(path), dt.itemsize) + head.planned_bytes(path, dt))  # + float32 head
     return need

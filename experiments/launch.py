@@ -105,6 +105,10 @@ def run_shard(plan: Launch, k: int) -> int:
     planned: dict[str, list[str]] = {}
     notes = [f"device_map={plan.run_kw['device_map']}"] if plan.run_kw.get("device_map") else []
     n_run = 0
+    if s.get("reproducible"):  # before the model loads: cuBLAS reads its setting when CUDA starts
+        from introspect.engine.load import determinism
+
+        determinism.enable()
     for name in models:
         model = load_model(name, **plan.run_kw)
         cfg = task_config(s, model.cfg.n_layers)
@@ -112,7 +116,8 @@ def run_shard(plan: Launch, k: int) -> int:
         ids = (t.id(ctx.fingerprint, cfg.seed) for task in tasks for t in get_task(task).plan(ctx))
         planned[model_slug(ctx.model_id)] = [i for i in ids if in_shard(i, shard)]
         _write_json(out / PLANNED, {"key": plan.key, "models": len(models), "ids": planned})
-        summary = run_grid(model, tasks, cfg, out, shard=shard, progress=False, notes=notes)
+        summary = run_grid(model, tasks, cfg, out, shard=shard, progress=False, notes=notes,
+                           reproducible=bool(s.get("reproducible")))
         print(f"== shard {k}/{plan.shards} {summary.model}\n{summary.table()}", flush=True)
         n_run += summary.n_run
         del model, ctx

@@ -20,7 +20,7 @@ from introspect.tasks.base import ConfigError, TaskConfig
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 KEYS = ("models", "tasks", "layers", "layers_grid", "alphas", "alpha_units", "n_concepts",
         "n_trials", "seed", "max_new_tokens", "batch_size", "variant", "options", "words_file", "out",
-        "temperature", "top_p", "top_k", "n_samples")
+        "temperature", "top_p", "top_k", "n_samples", "reproducible")
 CORE_TASKS = ("A", "B", "C", "D")
 MAX_ROWS = 60  # headline rows printed at the end of a run (every metric goes to summary.csv)
 _INT_KEYS = ("layers_grid", "n_concepts", "n_trials", "seed", "max_new_tokens", "batch_size", "top_k", "n_samples")
@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--batch-size", type=_batch_size, metavar="N|auto",
       help="rows per batch, lowered to what fits in free memory; auto (the default unless a preset "
            "sets it) = as many as fit, at most 16 on a CPU and 256 on a GPU")
+    a("--reproducible", action=argparse.BooleanOptionalAction, default=None,
+      help="deterministic kernels (CUBLAS_WORKSPACE_CONFIG set before CUDA starts) and the batch pinned: "
+           "never lowered to free memory, an out-of-memory error stops the run; each record keeps its "
+           "batch size (the full preset's default; --no-reproducible turns it off)")
     a("--device-map", help="e.g. auto: spread one model over all visible GPUs")
     a("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     a("--revision", help="hub revision (branch, tag or commit) of a hub model; it keys the fingerprint")
@@ -139,7 +143,7 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "batch_size": args.batch_size, "words_file": args.words_file,
         "models": [args.model] if args.model else None,
         "temperature": 0.0 if args.greedy else args.temperature, "top_p": args.top_p,
-        "top_k": args.top_k, "n_samples": args.n_samples,
+        "top_k": args.top_k, "n_samples": args.n_samples, "reproducible": args.reproducible,
     }
     s.update({k: v for k, v in flags.items() if v is not None})
     if args.layers is not None:
@@ -211,6 +215,8 @@ def check_settings(raw: Any, source: str) -> dict[str, Any]:
     for key in ("models", "tasks"):
         if key in s:
             s[key] = [str(x) for x in _list(key, s[key])]
+    if s.get("reproducible") is not None and not isinstance(s["reproducible"], bool):
+        raise ConfigError(f"{source}: reproducible must be true or false, got {s['reproducible']!r}")
     if s.get("options") is not None and not isinstance(s["options"], dict):
         raise ConfigError(f"{source}: options must be a mapping (key: value)")
     return s
@@ -286,6 +292,11 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
     # layers not given at all: default_layers once the model's depth is known; given empty: an error
     validate(cfg0, tasks, out, shard=shard, need_layers="layers" in s and s.get("layers_grid") is None)
     notes = [f"device_map={device_map}"] if device_map else []
+    reproducible = bool(s.get("reproducible"))
+    if reproducible:  # before any model load: cuBLAS reads its workspace setting when CUDA starts
+        from introspect.engine.load import determinism
+
+        determinism.enable()
     summaries = []
     for name in models:
         model = load_model(name, dtype=dtype, device=device, device_map=device_map, adapter=adapter,
@@ -295,7 +306,7 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
         if chosen:
             print(f"{name}: layers {list(cfg.layers)} of 0..{model.cfg.n_layers - 1}: {DEFAULT_LAYERS_NOTE}")
         summary = run_grid(model, tasks, cfg, out, shard=shard, resume=resume, progress=progress,
-                           notes=[*notes, *chosen])
+                           notes=[*notes, *chosen], reproducible=reproducible)
         summaries.append(summary)
         grid = (f"  layers={list(cfg.layers)}  alphas={list(cfg.alphas)} ({cfg.alpha_units})"
                 if cfg.layers else "")

@@ -5,8 +5,8 @@
 YAML keys (all optional except what the tasks need): models (list), tasks (list), layers (list)
 or layers_grid (int: that many evenly spaced interior layers, per model), alphas, alpha_units
 (unit|resid), n_concepts, n_trials, seed, max_new_tokens, batch_size, variant, options (dict),
-words_file, out. Flags given on the command line override the file (same flags as
-``experiments.run``). Presets: experiments/presets/quick.yaml and full.yaml. Each model is run in
+words_file, out, reproducible (deterministic kernels and a pinned batch). Flags given on the
+command line override the file (same flags as ``experiments.run``). Presets: experiments/presets/quick.yaml and full.yaml. Each model is run in
 turn (resumable: finished trials are skipped), then the summary and dashboard are written for the
 out dir.
 

@@ -62,12 +62,15 @@ def test_finished_rows_are_compacted_in_chunks_and_texts_stay_exact(tiny_model):
     """Rows ending at different steps (a one-letter stop string, injected and not): fewer cache
     compactions than finished rows, and every row's tokens equal the uncached reference (which
     recomputes everything at every step)."""
+    from introspect.engine.run.rows import min_rows
+
     m = tiny_model("qwen2")
-    ps = _prompts(m.tokenizer, 8)
+    n = min_rows(m) + 8  # compaction never goes below the rows this CPU needs for invariance
+    ps = _prompts(m.tokenizer, n)
     v = torch.randn(m.cfg.d_model, generator=torch.Generator().manual_seed(3))
-    specs = [InjectionSpec(1, 4.0, v / v.norm(), "generated") if i % 2 else None for i in range(8)]
+    specs = [InjectionSpec(1, 4.0, v / v.norm(), "generated") if i % 2 else None for i in range(n)]
     st = DecodeStats()
-    kw = dict(sampling=Sampling(1.0), seeds=[f"s{i}" for i in range(8)], max_new_tokens=12, stop=["a"])
+    kw = dict(sampling=Sampling(1.0), seeds=[f"s{i}" for i in range(n)], max_new_tokens=12, stop=["a"])
     got = generate(m, ps, specs, stats=st, **kw)
     ref = generate(m, ps, specs, use_cache=False, **kw)
     assert [g.tokens for g in got] == [g.tokens for g in ref]
@@ -247,3 +250,25 @@ def test_bitwise_batch_invariance_on_the_default_model(default_model, threads):
         one = generate(m, [ps[i]], None, seeds=[f"s{i}"], **kw)[0]
         assert one.tokens == batch[i].tokens
         assert all(torch.equal(one.step_logprobs[t], batch[i].step_logprobs[t]) for t in one.step_logprobs)
+
+
+def test_min_rows_is_where_this_cpu_rounds_rows_as_in_larger_batches(tiny_model, threads):
+    """The probed row floor holds for other inputs too: from it on, every row of each of the
+    model's linear shapes is rounded bitwise as in a batch of 32 (the ~1e-6 differences below it
+    are what made a lone trial differ from the same trial among 7 on an AVX-512 CPU)."""
+    import torch.nn.functional as F
+
+    from introspect.engine.run.rows import MIN_ROWS, PROBE_ROWS, min_rows
+
+    threads(1)
+    m = tiny_model("llama")
+    r = min_rows(m)
+    assert MIN_ROWS <= r <= PROBE_ROWS[-1]
+    g = torch.Generator().manual_seed(1)
+    lin = {(x.in_features, x.out_features): x for x in m.original_model.modules() if isinstance(x, torch.nn.Linear)}
+    with torch.no_grad():
+        for (n_in, _), layer in lin.items():
+            x = torch.randn(32, 1, n_in, generator=g)
+            full = F.linear(x, layer.weight, layer.bias)
+            for k in [k for k in PROBE_ROWS if k >= r]:
+                assert torch.equal(F.linear(x[:k], layer.weight, layer.bias), full[:k]), (n_in, k)

@@ -31,6 +31,15 @@ class MCQuestion:
     def answer_text(self) -> str:
         return self.options[LETTERS.index(self.answer)]
 
+    def rotated(self, r: int) -> MCQuestion:
+        """The same question with its options cyclically shifted by ``r`` letters (option i
+        moves to letter (i + r) mod n, the key with it); ``rotated(0)`` is the question itself."""
+        n = len(self.options)
+        r %= n
+        opts = tuple(self.options[(i - r) % n] for i in range(n))
+        return MCQuestion(self.id, self.question, opts, LETTERS[(LETTERS.index(self.answer) + r) % n],
+                          self.topic, self.difficulty)
+
     def format(self) -> str:
         """Stem and lettered options, one per line (the layout every prompt uses)."""
         opts = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(self.options))

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from introspect.engine.load.determinism import pinned
 from introspect.records.jsonl import Record, trial_id
 
 if TYPE_CHECKING:
@@ -151,6 +152,11 @@ class RunContext:
         )
         base.update(kw)
         return Record(**base)
+
+    def decode_batch(self, g: Any) -> dict[str, Any]:
+        """``{"batch": rows}``: the rows of the batch the Generation ``g`` was decoded in, when the
+        run pins its batch (reproducible mode: a rerun that batches alike rounds alike); else ``{}``."""
+        return {"batch": int(g.batch)} if pinned(self.model) and getattr(g, "batch", 0) else {}
 
 
 PlanFn = Callable[[RunContext], list[Trial]]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from introspect.engine.load import attention, devices
+from introspect.engine.load import attention, determinism, devices, head
 from introspect.engine.load.models import model_info
 from introspect.engine.vectors import VectorBank
 from introspect.records.jsonl import JsonlWriter, done_trial_ids, make_header, read_records
@@ -222,8 +222,12 @@ class RunSummary:
         lines.append(f"{self.n_run} trials in {self.seconds:.1f}s ({self.trials_per_s:.2f} trials/s)")
         r = self.runtime
         if r:
+            logits = f" (logits in {r['head_dtype']})" if r.get("head_dtype", r.get("dtype")) != r.get("dtype") else ""
             lines.append(f"on {r.get('device')} ({r.get('device_name')}), attention {r.get('attention')}, "
-                         f"{r.get('dtype')}, batch {r.get('batch_size')} ({r.get('batch_rule')})")
+                         f"{r.get('dtype')}{logits}, batch {r.get('batch_size')} ({r.get('batch_rule')})")
+            if r.get("reproducible"):
+                lines.append(f"reproducible mode on: deterministic algorithms, {determinism.CUBLAS_ENV}="
+                             f"{os.environ.get(determinism.CUBLAS_ENV)}, batch pinned at {r.get('batch_size')}")
         return "\n".join(lines + self.notes)
 
 
@@ -274,16 +278,23 @@ def _progress(total: int, enabled: bool, stream: Any = None):
 
 def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
              shard: tuple[int, int] | None = None, resume: bool = True, progress: bool = True,
-             notes: Sequence[str] = ()) -> RunSummary:
-    """Run every planned, unfinished, in-shard trial of ``tasks`` on ``model`` into ``out_dir``."""
+             notes: Sequence[str] = (), reproducible: bool = False) -> RunSummary:
+    """Run every planned, unfinished, in-shard trial of ``tasks`` on ``model`` into ``out_dir``.
+    ``reproducible``: deterministic kernels and the batch pinned at its planned size
+    (``introspect.engine.load.determinism``; the command lines turn it on before loading)."""
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     specs = validate(cfg, tasks, out_dir, shard=shard, n_layers=model.cfg.n_layers)
     info = model_info(model)
+    if reproducible:
+        determinism.enable()
+    determinism.pin(model, reproducible)
     batch, batch_rule = devices.plan_batch(model, int(cfg.batch_size), int(cfg.max_new_tokens))
     cfg = replace(cfg, batch_size=batch)
     runtime = {**devices.describe(model), "attention": info.attention or attention.implementation(model),
-               "dtype": info.dtype, "batch_size": batch, "batch_rule": batch_rule}
+               "dtype": info.dtype, "head_dtype": "float32" if head.is_fp32(model) else info.dtype,
+               "batch_size": batch, "batch_rule": batch_rule,
+               "reproducible": reproducible and determinism.enabled()}
     run_id = uuid.uuid4().hex[:12]
     ctx = make_context(model, cfg, run_id)
     model_dir = out_dir / model_slug(ctx.model_id)

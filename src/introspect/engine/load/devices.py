@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from introspect.engine.load import determinism
 from introspect.engine.load.gguf_files import ModelError
 
 GiB = 1 << 30
@@ -226,8 +227,9 @@ def release() -> None:
 def halve_after_oom(model: Any, e: BaseException, size: int) -> int:
     """The batch size to redo a failed chunk with: half of ``size`` after an out-of-memory error
     (memory released, and later calls on ``model`` start from it); any other error, or an OOM at
-    one row, is raised again; an error that leaves the CUDA context unusable is raised as a
-    ``DeviceError`` saying so. Called inside the caller's ``except``: the traceback's frames
+    one row, is raised again; an OOM while the batch is pinned (``determinism.pin``) is a
+    ``PinnedBatchError`` asking for a smaller batch; an error that leaves the CUDA context
+    unusable is raised as a ``DeviceError`` saying so. Called inside the caller's ``except``: the traceback's frames
     (which hold the failed batch's tensors) are cleared first, so ``release`` can free them."""
     msg = str(e).lower()
     if isinstance(e, RuntimeError) and any(k in msg for k in _FATAL):
@@ -237,6 +239,8 @@ def halve_after_oom(model: Any, e: BaseException, size: int) -> int:
         raise e
     traceback.clear_frames(e.__traceback__)
     release()
+    if determinism.pinned(model):  # a pinned batch never shrinks: the run stops, saying how to go on
+        raise determinism.oom_error(size) from e
     size = max(1, size // 2)
     model.introspect_batch_cap = size
     return size
@@ -249,9 +253,16 @@ def plan_batch(model: Any, requested: int, new_tokens: int) -> tuple[int, str]:
     """A run's batch size and why: ``requested`` rows (0 = auto) lowered to what fits in free
     memory at ``PLAN_TOKENS + new_tokens`` tokens a row. Each ``generate`` call checks again with
     its real prompt lengths (and may take up to a quarter more rows to keep a control with its
-    injected rows, where they fit: ``decode._chunk``) and halves on an out-of-memory error."""
+    injected rows, where they fit: ``decode._chunk``) and halves on an out-of-memory error.
+    With the batch pinned (``determinism.pin``) an asked size is kept as it is, and ``auto`` is
+    planned once here and then kept for the run."""
     tokens = PLAN_TOKENS + new_tokens
     _, where = free_bytes(model)
+    if determinism.pinned(model):
+        if requested > 0:
+            return requested, f"pinned ({determinism.FLAG}): as asked, not lowered to free memory ({where})"
+        n = fit_batch(model, tokens)
+        return n, f"auto, then pinned ({determinism.FLAG}): {n} rows of {tokens} tokens fit in {where}"
     if requested <= 0:
         n = fit_batch(model, tokens)
         return n, f"auto: {n} rows of {tokens} tokens fit in {where} (cap {GPU_MAX_BATCH} GPU / {CPU_MAX_BATCH} CPU)"

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import yaml
 
-from introspect.engine.load import attention, devices, fastpath, gguf_files, hub
+from introspect.engine.load import attention, devices, fastpath, gguf_files, head, hub
 from introspect.engine.load.adapters import ADAPTER_NOTE, merge_into
 from introspect.engine.load.gguf_files import ModelError
 
@@ -73,6 +73,7 @@ class ModelInfo:
     d_model: int = 0
     dtype: str = ""
     attention: str = ""  # what attention runs when no attention-internal hook is attached
+    head_dtype: str = ""  # dtype the output projection computes logits in ("" = the model's)
 
     def card(self) -> dict[str, Any]:
         """The model-card row of reports: family, parameters, layers, d_model, quantization, dtype."""
@@ -282,6 +283,7 @@ def load_model(
     attn_implementation: str | None = "auto",
     adapter: str | Path | None = None,
     revision: str | None = None,
+    fp32_head: bool | None = None,
 ) -> Any:
     """Load a model as a TransformerLens ``TransformerBridge`` in eval mode.
 
@@ -297,6 +299,8 @@ def load_model(
     merged into the HF weights before the bridge boots (every hook name unchanged); the model then
     has its own name and fingerprint and its card names the adapter (``introspect.train.lora``).
     ``revision``: a hub id's branch, tag or commit (its snapshot folder, hence the fingerprint).
+    ``fp32_head``: project to logits in float32 (None: on for bf16/fp16 models; it costs
+    d_vocab × d_model × 4 bytes, counted in placement: ``introspect.engine.load.head``).
     """
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -313,7 +317,8 @@ def load_model(
     fingerprint = _fingerprint(path)
     device = device or ("cpu" if device_map is None and not torch.cuda.is_available() else None)
     torch_dtype = resolve_dtype(dtype or (entry.dtype if entry else None), device or "cuda")
-    where = devices.place(hub.weights_bytes(Path(path), torch_dtype.itemsize), device, device_map)
+    need = hub.weights_bytes(Path(path), torch_dtype.itemsize) + head.planned_bytes(path, torch_dtype, fp32_head)
+    where = devices.place(need, device, device_map)
     kwargs: dict[str, Any] = {"dtype": torch_dtype, "attn_implementation": "eager"}
     if where.device_map is not None:  # weights load straight onto their device(s)
         kwargs["device_map"] = where.device_map
@@ -336,6 +341,7 @@ def load_model(
     bridge.eval()
     attn = attention.enable(bridge, attn_implementation)  # the bridge's boot forced eager
     fastpath.enable(bridge)  # norms and blocks skip work no hook observes (bit-identical)
+    head_extra = head.enable(hf, fp32_head)  # logits in float32 after a bf16/fp16 model
     if bridge.tokenizer.pad_token_id is None:
         bridge.tokenizer.pad_token = bridge.tokenizer.eos_token
     meta = _converted_meta(path)
@@ -346,10 +352,13 @@ def load_model(
         quantization=quant, n_params=sum(p.numel() for p in hf.parameters()),
         n_layers=int(bridge.cfg.n_layers), d_model=int(bridge.cfg.d_model),
         dtype=str(torch_dtype).removeprefix("torch."), attention=attn,
+        head_dtype="float32" if head.is_fp32(hf) else str(torch_dtype).removeprefix("torch."),
     )
     notes = [entry.note] if entry and entry.note else []
     if quant:
         notes.append(f"quantization at rest: {quant}")
+    if head_extra:
+        notes.append(head.note(head_extra))
     notes.append(CARD_NOTE + json.dumps(info.card(), sort_keys=True))
     bridge.introspect_info = ModelInfo(**{**asdict(info), "notes": tuple(notes)})
     if adapter_meta is not None:

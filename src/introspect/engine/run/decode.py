@@ -8,7 +8,7 @@ fires under its TransformerLens name) with the HuggingFace KV cache, and:
 - gives every output row its own RNG stream, seeded from (trial, sample index), so a row draws
   the same numbers alone, in a batch of 32, after a resume or in another shard. Its logits are
   bitwise the same alone, among K samples of its prompt, or beside equal-length prompts without
-  a shared prefix (a batch never runs under ``MIN_ROWS`` rows); a batch whose prompts need padding
+  a shared prefix (a batch never runs under ``rows.min_rows`` rows, probed per CPU); a batch whose prompts need padding
   or share a prefix rounds each row slightly differently (~1e-5 in log-probabilities), so a near-tie
   can flip a sampled answer: batch 1 vs 7 on task A of the quick preset differ in a few percent;
 - everything per step stays on the device but the chosen ids, their log-probabilities and the
@@ -29,14 +29,14 @@ import functools
 import hashlib
 import inspect
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from introspect.engine.load import devices
+from introspect.engine.load import determinism, devices
 from introspect.engine.run.chat import Prompt
 from introspect.engine.run.inject import (
     InjectionError,
@@ -45,6 +45,7 @@ from introspect.engine.run.inject import (
     injecting,
     spec_key,
 )
+from introspect.engine.run.rows import min_rows
 from introspect.engine.run.sampling import (  # noqa: F401  (re-exported: the public names live here too)
     GREEDY,
     Sampling,
@@ -59,10 +60,6 @@ from introspect.engine.run.stopping import eos_ids as _eos_ids
 
 MIN_SHARED_PREFIX = 8  # shorter shared prefixes are not worth an extra forward call
 COMPACT_SHARE = 0.25  # finished rows idle in the batch until this share of it is idle, then one compaction
-# CPU GEMM kernels round a row differently below 4 rows (a matrix-vector path for one row): with
-# at least 4 rows a row's logits are bitwise those it gets in any larger batch of equal-length
-# prompts (measured on the default model), so a lone trial is not an outlier
-MIN_ROWS = 4
 
 
 @dataclass(frozen=True)
@@ -78,6 +75,7 @@ class Generation:
     sample: int = 0
     seed: int | None = None  # this row's RNG stream (None when greedy)
     stop_reason: str = "length"  # "eos", "stop", or "length" (cut by max_new_tokens)
+    batch: int = 0  # rows of the batch it was decoded in (its rounding depends on them)
 
     @property
     def truncated(self) -> bool:
@@ -197,7 +195,8 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
     reason = ["length"] * b
     ids, mask = u_ids[ru], u_mask[ru]
     stats.shared_prefix.append(lp)
-    extra = max(0, MIN_ROWS - len(units)) if use_cache else 0  # idle unit copies in the prompt pass
+    floor = min_rows(model)  # CPU GEMMs round a row as in any larger batch only from this many rows on
+    extra = max(0, floor - len(units)) if use_cache else 0  # idle unit copies in the prompt pass
     with torch.no_grad():
         cache = _new_cache(model) if use_cache else None
         if lp:  # the shared prefix once, before any hook is attached: nothing is injected before lp
@@ -213,7 +212,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                 up = torch.cat([torch.arange(len(units)), torch.zeros(extra, dtype=torch.long)])  # + idle copies
                 logits, cache = _forward(model, u_ids[up], u_mask[up], cache)
                 stats.tokens_computed += u_ids.numel()
-                ghosts = max(0, MIN_ROWS - b)  # idle copies of row 0: a batch never has under MIN_ROWS rows
+                ghosts = max(0, floor - b)  # idle copies of row 0: a batch never has under `floor` rows
                 rows_t = torch.cat([ru, torch.zeros(ghosts, dtype=torch.long)])
                 slots += [None] * ghosts
                 cache.reorder_cache(rows_t.to(dev))
@@ -271,9 +270,9 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                     ids, mask = torch.cat([ids, col_ids], 1), torch.cat([mask, col_mask], 1)
                     continue
                 idle = sum(r is None for r in slots)
-                if idle and idle >= COMPACT_SHARE * len(slots) and len(slots) > MIN_ROWS:  # compact once
+                if idle and idle >= COMPACT_SHARE * len(slots) and len(slots) > floor:  # compact once
                     keep = [j for j, r in enumerate(slots) if r is not None]
-                    keep = sorted(keep + [j for j, r in enumerate(slots) if r is None][:max(0, MIN_ROWS - len(keep))])
+                    keep = sorted(keep + [j for j, r in enumerate(slots) if r is None][:max(0, floor - len(keep))])
                     keep_t = torch.tensor(keep, dtype=torch.long, device=dev)
                     cache.reorder_cache(keep_t)
                     stats.compactions += 1
@@ -356,7 +355,9 @@ def generate(
     work for timing, as in transformers). ``stop`` strings end a row and are cut from its text; ``logprob_steps`` and
     ``capture_after`` keep full next-token distributions at those steps / after those markers.
     ``batch_size`` is an upper bound: a batch is as large as fits in free memory
-    (``introspect.engine.load.devices.fit_batch``), and one that runs out of memory is halved and redone.
+    (``introspect.engine.load.devices.fit_batch``), and one that runs out of memory is halved and redone;
+    with the batch pinned (``introspect.engine.load.determinism``) it is the size, and an
+    out-of-memory error stops the call. Each ``Generation.batch`` says how many rows its batch had.
     """
     sampling = resolve_sampling(sampling, temperature=temperature, top_p=top_p, top_k=top_k, do_sample=do_sample)
     stops = check_stops(stop)
@@ -387,12 +388,14 @@ def generate(
     out: list[Generation | None] = [None] * len(rows)
     st = stats if stats is not None else DecodeStats()
     longest = max((len(p) for p in prompts), default=0) + max_new_tokens
-    size = min(batch_size, getattr(model, "introspect_batch_cap", batch_size),
-               devices.fit_batch(model, longest, cap=batch_size))
+    pinned = determinism.pinned(model)  # reproducible runs: batch_size as given, never lowered or stretched
+    size = batch_size if pinned else min(batch_size, getattr(model, "introspect_batch_cap", batch_size),
+                                         devices.fit_batch(model, longest, cap=batch_size))
     lo = 0
     while lo < len(order):
         # a quarter more rows to keep a group whole, unless memory is the limit (or ran out before)
-        stretch = size if hasattr(model, "introspect_batch_cap") else devices.fit_batch(model, longest, cap=size + size // 4)
+        stretch = size if pinned or hasattr(model, "introspect_batch_cap") else \
+            devices.fit_batch(model, longest, cap=size + size // 4)
         chunk = _chunk(order, group, lo, size, stretch)
         unit_of: dict[tuple, int] = {}
         units: list[tuple[Prompt, RowSpecs]] = []
@@ -415,7 +418,7 @@ def generate(
             continue
         st.batches.append(len(chunk))
         for r, g in zip(chunk, res):
-            out[r] = g
+            out[r] = replace(g, batch=len(chunk))
         lo += len(chunk)
     return out  # type: ignore[return-value]
 

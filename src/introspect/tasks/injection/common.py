@@ -241,10 +241,12 @@ def execute_generation(ctx: RunContext, trials: Sequence[Trial], make: Callable[
 
 
 def gen_info(ctx: RunContext, g: Generation | None = None, max_new_tokens: int | None = None) -> dict[str, Any]:
-    """How an answer was produced: sampling settings, its stream seed, and why it stopped."""
+    """How an answer was produced: sampling settings, its stream seed, why it stopped, and (in
+    reproducible mode, where the batch is pinned) the rows of the batch it was decoded in: a
+    rerun that batches alike rounds alike."""
     info = {**ctx.cfg.sampling.to_dict(), "max_new_tokens": max_new_tokens or ctx.cfg.max_new_tokens}
     if g is not None:
-        info.update(stream_seed=g.seed, stop_reason=g.stop_reason)
+        info.update(stream_seed=g.seed, stop_reason=g.stop_reason, **ctx.decode_batch(g))
     return info
 
 

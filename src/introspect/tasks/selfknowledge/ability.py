@@ -81,7 +81,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
                  "choice": d.choice if d else None, "mass": d.mass if d else None,
                  "low_mass": bool(d and d.low_mass), "text_choice": text, "parse_ok": text is not None,
                  "text_correct": text == q.answer}
-        yield ctx.record(t, prompt=p.text, response=g.text, grade=grade, gen={"format": prompt_format(ctx)})
+        yield ctx.record(t, prompt=p.text, response=g.text, grade=grade, gen={"format": prompt_format(ctx), **ctx.decode_batch(g)})
 
 
 def summarize_ability(df):

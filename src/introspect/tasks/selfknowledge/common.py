@@ -181,11 +181,14 @@ def greedy(ctx: RunContext, prompts: Sequence[Prompt], max_new_tokens: int,
                     batch_size=ctx.cfg.batch_size)
 
 
-def gen_info(ctx: RunContext, **budgets: int) -> dict[str, Any]:
+def gen_info(ctx: RunContext, g: Generation | None = None, **budgets: int) -> dict[str, Any]:
+    """Sampling, token budgets and format; ``g``: the record's response, whose decode batch a
+    reproducible run keeps (``RunContext.decode_batch``)."""
     return {"sampling": sampling(ctx).to_dict(), "n_draws": n_draws(ctx),
             "max_new_tokens": {k: int(v) for k, v in budgets.items()},
             "format": prompt_format(ctx),
-            "budget_source": {k: getattr(v, "source", "fixed") for k, v in budgets.items()}}
+            "budget_source": {k: getattr(v, "source", "fixed") for k, v in budgets.items()},
+            **ctx.decode_batch(g)}
 
 
 def cut(g: Generation) -> bool:

@@ -24,6 +24,17 @@ at a prefilled "Answer:" (P(correct letter), entropy over A–D; P(T) over A–D
 on those tokens recorded, and the game-phase entropy over A–D without T); a short greedy reply
 is parsed as the secondary reading. Short-answer questions (SimpleQA) are answered K times
 (``--samples``) for P(correct); they have no answer-letter distribution, hence no entropy.
+
+Letter-free baseline (``--option rotations=true``, on in the self-knowledge presets): the MC
+baseline defines the model's errors, the truth the whole game is scored against, and a model
+that always says "A" would make that truth "the items not keyed A". With rotations each pool
+item is also asked with its options cyclically rotated (n - 1 more one-token decisions), so its
+key sits at every letter; the baseline answer, correctness, P(correct) and entropy are the
+permutation-averaged ones, the rotation-0 letter reading is kept beside them (``raw_*``) with
+rotation consistency and PriDe's letter prior (``rotations.py`` says why PriDe and averaging,
+not contextual calibration). The game phase itself is asked once, as before. Selection is
+letter-balanced: within the accuracy quotas the game's and phase 1's keys differ by at most
+one per letter wherever the pool allows (``stratified``).
 """
 
 from __future__ import annotations
@@ -39,7 +50,9 @@ from introspect.engine.run.chat import Conversation
 from introspect.records.jsonl import Record
 from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
+from introspect.tasks.selfknowledge import rotations as R
 from introspect.tasks.selfknowledge.common import (
+    LOW_MASS,
     N_CALIBRATION,
     PREFILL,
     _knob,
@@ -107,13 +120,15 @@ def _pool(ctx: RunContext) -> tuple[str, list[Question]]:
 
 def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any]]:
     """Each question answered alone. MC: the letter distribution at "Answer:" (correct = its
-    argmax, P(correct), entropy over A–D, mass) and a parsed greedy reply; short answers: a
-    greedy reply and K sampled ones (P(correct))."""
+    argmax, P(correct), entropy over A–D, mass) and a parsed greedy reply; with ``rotations``
+    the decision is the letter-free one over every cyclic rotation (``_rotate``); short
+    answers: a greedy reply and K sampled ones (P(correct))."""
     mc = [q for q in qs if isinstance(q, MCQuestion)]
     short = [q for q in qs if not isinstance(q, MCQuestion)]
     out: dict[str, dict[str, Any]] = {}
     pm = rendered(ctx, [user(BASELINE_MC.format(q=_show(q)), prefill=PREFILL) for q in mc], "delegate-mc")
-    dec, gens = decisions(ctx, pm, letter_ids(ctx.model.tokenizer, "ABCD"))
+    ids = letter_ids(ctx.model.tokenizer, "ABCD")
+    dec, gens = decisions(ctx, pm, ids)
     for q, p, d, g in zip(mc, pm, dec, gens):
         text = parse_letter(g.text, "ABCD")
         out[q.id] = {"correct": bool(d and d.choice == q.answer), "p_correct": d.p(q.answer) if d else None,
@@ -121,6 +136,8 @@ def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any
                      "mass": d.mass if d else None, "low_mass": bool(d and d.low_mass),
                      "text_choice": text, "text_correct": text == q.answer, "parse_ok": text is not None,
                      "prompt": p.text, "response": g.text}
+    if _rotations_on(ctx):
+        _rotate(ctx, [(q, d) for q, d in zip(mc, dec)], ids, out)
     if short:
         ps = rendered(ctx, [user(BASELINE_SHORT.format(q=q.question), prefill=PREFILL) for q in short],
                       "delegate-short")
@@ -142,6 +159,49 @@ def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any
     return out
 
 
+def _rotations_on(ctx: RunContext) -> bool:
+    """``--option rotations=true``: each MC baseline item is also asked under every other
+    cyclic rotation of its options (n - 1 more one-token decisions per item)."""
+    v = _opt(ctx, "rotations", False)
+    if not isinstance(v, bool):
+        raise ConfigError(f"rotations must be true or false, got {v!r}")
+    return v
+
+
+def _rotate(ctx: RunContext, items: Sequence[tuple[MCQuestion, Any]], ids: dict[str, list[int]],
+            out: dict[str, dict[str, Any]]) -> None:
+    """The letter-free baseline (``rotations``): rotation 0 is the decision already read (the
+    item as everywhere else); rotations 1..n-1 are read at their first answer step only. Each
+    item's decision, P(correct) and entropy become the permutation-averaged ones
+    (``rotations.read_rotations``); the rotation-0 reading stays beside them as ``raw_*``, with
+    PriDe's letter prior over the pool and its prior-divided reading; ``mass`` / ``low_mass``
+    become the mean over rotations (``raw_mass`` the rotation-0 one). Items without a logit
+    reading, or not 4 options, keep the raw reading (``rotations`` 1)."""
+    usable = [(q, d) for q, d in items if d is not None and len(q.options) == len(d.labels)]
+    extra = [(q, r) for q, _ in usable for r in range(1, len(q.options))]
+    prompts = rendered(ctx, [user(BASELINE_MC.format(q=_show(q.rotated(r))), prefill=PREFILL) for q, r in extra],
+                       "delegate-mc")
+    rot_dec = iter(decisions(ctx, prompts, ids, 1)[0])
+    probs: dict[str, list[list[float]]] = {}
+    mass: dict[str, list[float]] = {}
+    for q, d in usable:
+        ds = [d] + [next(rot_dec) for _ in range(1, len(q.options))]
+        if any(x is None for x in ds):
+            continue
+        probs[q.id] = [list(x.probs) for x in ds]
+        mass[q.id] = [x.mass for x in ds]
+    prior = R.letter_prior(list(probs.values())) if probs else None
+    for q, _ in items:
+        b = out[q.id]
+        b.update(raw_correct=b["correct"], raw_p_correct=b["p_correct"], raw_choice=b["choice"],
+                 raw_entropy=b["entropy"], raw_mass=b["mass"], rotations=1)
+        if q.id not in probs:
+            continue
+        b.update(R.read_rotations(probs[q.id], q.answer, f"{ctx.cfg.seed}:{q.id}", prior))
+        b.update(letter_prior=dict(zip("ABCD", prior)), mass=sum(mass[q.id]) / len(mass[q.id]),
+                 low_mass=sum(mass[q.id]) / len(mass[q.id]) < LOW_MASS)
+
+
 def _short_budget(ctx: RunContext) -> int:
     """Budget of a short answer, calibrated on the first short questions of the pool
     (the same in every batch, and for the game's replies)."""
@@ -151,11 +211,37 @@ def _short_budget(ctx: RunContext) -> int:
                                                               "delegate-short"), 16, 64, sampled=True)
 
 
+def _key(q: Question) -> str:
+    """The key letter of an MC question ("" for a short answer: nothing to balance)."""
+    return q.answer if isinstance(q, MCQuestion) else ""
+
+
+def _balanced(cands: list[Question], k: int, counts: dict[str, int]) -> list[Question]:
+    """``k`` of ``cands`` (kept in their order), each pick from the key letter picked least so
+    far (``counts``, updated; ties to the letter whose next candidate comes first), so the keys
+    end within one of each other wherever the candidates allow."""
+    chosen: list[Question] = []
+    left = list(cands)
+    for _ in range(min(k, len(left))):
+        first: dict[str, int] = {}
+        for i, q in enumerate(left):
+            first.setdefault(_key(q), i)
+        i = min(first.values(), key=lambda j: (counts.get(_key(left[j]), 0), j))
+        q = left.pop(i)
+        counts[_key(q)] = counts.get(_key(q), 0) + 1
+        chosen.append(q)
+    return chosen
+
+
 def stratified(qs: Sequence[Question], correct: dict[str, bool], n: int, h: int
                ) -> tuple[list[Question], list[Question]]:
     """(phase-1 questions, game questions), disjoint, each with round(accuracy × size) questions
     the model answered right, accuracy being its baseline accuracy on the whole pool (short of
-    one class, the other fills in). Both keep the pool's (seeded, shuffled) order."""
+    one class, the other fills in), and **letter-balanced**: within each set the key letters
+    differ by at most one wherever the pool allows (the smaller class is picked first, the other
+    then evens the letters out), so a model that always answers one letter is right on a quarter
+    of them, not on whatever share the draw keyed to that letter. Both keep the pool's (seeded,
+    shuffled) order."""
     right = [q for q in qs if correct[q.id]]
     wrong = [q for q in qs if not correct[q.id]]
     acc = len(right) / len(qs) if qs else 0.0
@@ -164,8 +250,14 @@ def stratified(qs: Sequence[Question], correct: dict[str, bool], n: int, h: int
         r = min(len(right), round(acc * k))
         w = min(len(wrong), k - r)
         r = min(len(right), k - w)
-        chosen = {q.id for q in right[:r] + wrong[:w]}
-        del right[:r], wrong[:w]
+        counts: dict[str, int] = {}
+        picks: list[Question] = []
+        for pool, m in sorted(((right, r), (wrong, w)), key=lambda x: x[1]):
+            got = _balanced(pool, m, counts)
+            chosen_ids = {q.id for q in got}
+            pool[:] = [q for q in pool if q.id not in chosen_ids]
+            picks += got
+        chosen = {q.id for q in picks}
         return [q for q in qs if q.id in chosen]  # pool order: right and wrong interleaved
 
     hist = take(h)
@@ -305,8 +397,13 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         grade.update(source=t.param("questions"), feedback=bool(t.param("feedback")), history_len=len(hist),
                      game_cut=g.stop_reason == "length", **surface(q))
         yield ctx.record(t, prompt=p.text, response=g.text, grade=grade,
-                         gen=gen_info(ctx, **({"game": tt} if mc else {"short": tt})), extra={"baseline_prompt": base[q.id]["prompt"],
+                         gen=gen_info(ctx, g, **({"game": tt} if mc else {"short": tt})), extra={"baseline_prompt": base[q.id]["prompt"],
                                                             "baseline_response": base[q.id]["response"]})
+
+
+ROTATION_FIELDS = ("rotations", "raw_correct", "raw_p_correct", "raw_choice", "raw_entropy", "raw_mass",
+                   "rotation_letters", "rotation_consistent", "option_scores", "pride_choice", "pride_correct",
+                   "pride_p_correct", "letter_prior")
 
 
 def grade_game(q: Question, b: dict[str, Any], d: Any, text: str, acc: float, mate: bool,
@@ -342,6 +439,8 @@ def grade_game(q: Question, b: dict[str, Any], d: Any, text: str, acc: float, ma
         "baseline_n_draws": b.get("n_draws"), "baseline_n_draws_excluded": b.get("n_draws_excluded"),
         "game_text_choice": tchoice, "game_parse_ok": tchoice is not None, "delegated_text": t_deleg,
         "game_text_correct": bool(t_ok) and not t_deleg, "parse_ok": tchoice is not None,
+        # rotations (letter-free baseline): the raw rotation-0 reading beside the decision above
+        **{f"baseline_{k}": b[k] for k in ROTATION_FIELDS if k in b},
     }
 
 

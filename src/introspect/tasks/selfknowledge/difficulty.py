@@ -194,7 +194,7 @@ def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Rec
         grade.update(question_length=[len(q.question) for q in g], qids=[q.id for q in g], rank_cut=cut(g1[k]),
                      answer_read_as=[[h for _, h in r] for r in read])
         yield ctx.record(t, prompt=p1[k].text, response=ranking, grade=grade,
-                         gen=gen_info(ctx, rank=rt, answer=at),
+                         gen=gen_info(ctx, g1[k], rank=rt, answer=at),
                          extra={"answers": session_log([aprompt[q.id] for q in g],
                                                        [gs[0] for gs in ans]),
                                 "prefill": pre})

@@ -20,6 +20,18 @@ accuracies (feedback and no-feedback kept apart, variant ``<source>:all`` /
 teammate accuracy. Entropy predictors appear only where entropy exists: a short-answer game has
 no answer-letter distribution, and its summary says so (``entropy_unavailable``) instead of
 comparing against a column of zeros.
+
+Letters. Beside ``baseline_accuracy`` always stands ``baseline_modal_letter_rate`` (the share of
+items whose baseline letter is the most common one). Where the baseline was read over cyclic
+rotations (``grade.baseline_rotations`` > 1), the truth every row scores against
+(``baseline_correct``, its P(correct), its entropy) is the letter-free decision, and beside it:
+``baseline_accuracy_raw`` / ``baseline_modal_letter_rate_raw`` / ``confidence_auroc_raw`` (the
+rotation-0 letter argmax), ``baseline_accuracy_pride`` / ``baseline_modal_letter_rate_pride``
+(PriDe's prior-divided reading), ``rotation_consistency``, ``baseline_rotations`` and PriDe's
+``baseline_letter_prior[X]``. The game phase is asked once, so its own answer letters are a raw
+reading: there ``kept_accuracy`` / ``self_accuracy_lift`` / ``team_score`` read the kept
+questions' letter-free baseline answers (the lift is then a selection lift: what delegating
+buys on the same answers), and the game-letter versions are ``*_raw``.
 """
 
 from __future__ import annotations
@@ -113,16 +125,21 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
     base, deleg, deleg_t = b(s, "baseline_correct"), b(s, "delegated"), b(s, "delegated_text")
     err, n = ~base, len(s)
     qid = np.array([str(v) for v in g(s, "qid", "")], object)
+    rot = num(s, "baseline_rotations") > 1  # items read letter-free (cyclic rotations)
+    rotated = bool(rot.any())
+    raw_base = np.where(rot, b(s, "baseline_raw_correct"), base)
     rows += prop(keys, "baseline_accuracy", base.sum(), n)
+    # beside the headline: the share of the most common baseline letter. At 1.0 one letter wins
+    # everywhere, so a letter reading's errors are the items not keyed to it and P(correct)
+    # (confidence_auroc) separates them by the letter bias alone
+    rows += _modal_letter(keys, "baseline_modal_letter_rate", s, "baseline_choice")
+    if rotated:
+        rows += _rotation_rows(keys, s, rot, raw_base)
     pc = num(s, "baseline_p_correct")
     rows.append(row(keys, "baseline_mean_p_correct", bootstrap_mean(pc), int(np.isfinite(pc).sum())))
     rows += prop(keys, "baseline_text_accuracy", b(s, "baseline_text_correct").sum(), n)
     rows += prop(keys, "baseline_parse_rate", b(s, "baseline_parse_ok").sum(), n)
     rows += prop(keys, "baseline_low_mass_rate", b(s, "baseline_low_mass").sum(), n)
-    letters = [c for c in (str(v) for v in g(s, "baseline_choice", "")) if c in ("A", "B", "C", "D")]
-    if letters:  # 1.0: one letter wins everywhere, so errors are the items not keyed to it and
-        # P(correct) (confidence_auroc) separates them by the letter bias alone
-        rows += prop(keys, "baseline_modal_letter_rate", max(map(letters.count, set(letters))), len(letters))
     rows += prop(keys, "delegation_rate", deleg.sum(), n)
     parsed = b(s, "game_parse_ok")  # the text reading is scored where it parsed; its rate is shown
     rows += prop(keys, "text_delegation_rate", deleg_t[parsed].sum(), parsed.sum())
@@ -135,8 +152,13 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
     # a short answer kept but neither an exact match nor judged by consensus has no grade: excluded
     graded = np.array([v is not None for v in g(s, "game_correct")]) | deleg
     team = np.array([v is not None for v in g(s, "team_correct")])
-    rows += prop(keys, "team_score", b(s, "team_correct")[team].sum(), team.sum())
-    rows.append(row(keys, "team_score_expected", bootstrap_mean(num(s, "team_expected")), int(team.sum())))
+    sfx = "_raw" if rotated else ""  # with rotations the game's own letters are the raw reading
+    if rotated:  # kept questions answered letter-free: the debiased baseline answer
+        mate, acc = b(s, "teammate_correct"), num(s, "teammate_accuracy")
+        rows += prop(keys, "team_score", np.where(deleg, mate, base).sum(), n)
+        rows.append(row(keys, "team_score_expected", bootstrap_mean(np.where(deleg, acc, base.astype(float))), n))
+    rows += prop(keys, f"team_score{sfx}", b(s, "team_correct")[team].sum(), team.sum())
+    rows.append(row(keys, f"team_score_expected{sfx}", bootstrap_mean(num(s, "team_expected")), int(team.sum())))
     kc = b(s, "game_correct").astype(float)
     kept = ~deleg & graded
     if (~graded).any() or "grade.game_grade_method" in s and (g(s, "game_grade_method") != "letter").any():
@@ -148,8 +170,12 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
         if np.isfinite(px).any():
             rows.append(value(keys, "baseline_pool_excluded", float(np.nanmax(px)), n))
     rows += draw_rows(keys, num(s, "baseline_n_draws"), n)  # short answers: K sampled baseline answers
-    rows += prop(keys, "kept_accuracy", kc[kept].sum(), kept.sum())
-    rows.append(row(keys, "self_accuracy_lift", accuracy_lift(kc.astype(bool), base, kept, deleg), n))
+    if rotated:  # the selection lift: what delegating buys on the model's letter-free answers
+        rows += prop(keys, "kept_accuracy", base[~deleg].sum(), (~deleg).sum())
+        rows.append(row(keys, "self_accuracy_lift", accuracy_lift(base, base, ~deleg, deleg), n))
+    # the game's own answer letters against the same (raw, with rotations) baseline reading
+    rows += prop(keys, f"kept_accuracy{sfx}", kc[kept].sum(), kept.sum())
+    rows.append(row(keys, f"self_accuracy_lift{sfx}", accuracy_lift(kc.astype(bool), raw_base, kept, deleg), n))
     rows.append(row(keys, "introspection_mcc", mcc_ci(err, deleg), n))
     for name, d, e in (("", deleg, err), ("text_", deleg_t[parsed], err[parsed])):
         if d.size:
@@ -168,12 +194,40 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
         ok2 = np.isfinite(pc)
         c, e2 = 1 - pc[ok2], err[ok2]
         rows.append(row(keys, "confidence_auroc", auroc_ci(c, e2), c.size))
+    if rotated:  # the raw (rotation-0) confidence against the raw errors: the letter bias's AUROC
+        rpc = num(s, "baseline_raw_p_correct")
+        ok3 = np.isfinite(rpc) & rot
+        if ok3.any():
+            rows.append(row(keys, "confidence_auroc_raw", auroc_ci(1 - rpc[ok3], ~raw_base[ok3]), int(ok3.sum())))
     rows += _entropy_rows(keys, s, err, deleg)
     X = surface_frame(s)
     if n >= 10 and len(X.columns):
         rows.append(row(keys, "surface_auroc", surface_auroc(err.astype(float), X, qid), n))
     rows.append(row(keys, "majority_baseline", (max(err.mean(), 1 - err.mean()), np.nan, np.nan), n))
     rows += _likelihood_rows(keys, s, err, deleg, pt, X)
+    return rows
+
+
+def _modal_letter(keys: dict, metric: str, s: pd.DataFrame, col: str) -> list[dict]:
+    """The share of items whose ``col`` letter is the most common one (nothing without letters)."""
+    letters = [c for c in (str(v) for v in g(s, col, "")) if c in ("A", "B", "C", "D")]
+    return prop(keys, metric, max(map(letters.count, set(letters))), len(letters)) if letters else []
+
+
+def _rotation_rows(keys: dict, s: pd.DataFrame, rot: np.ndarray, raw_base: np.ndarray) -> list[dict]:
+    """What the rotations show (``rotations.py``): the raw (rotation-0 letter argmax) accuracy
+    and modal-letter rate beside the letter-free ones, PriDe's prior-divided reading, rotation
+    consistency (one option chosen under every rotation) and PriDe's letter prior."""
+    n, r = len(s), s[rot]
+    rows = prop(keys, "baseline_accuracy_raw", raw_base.sum(), n)
+    rows += _modal_letter(keys, "baseline_modal_letter_rate_raw", s, "baseline_raw_choice")
+    rows += prop(keys, "baseline_accuracy_pride", b(r, "baseline_pride_correct").sum(), len(r))
+    rows += _modal_letter(keys, "baseline_modal_letter_rate_pride", r, "baseline_pride_choice")
+    rows += prop(keys, "rotation_consistency", b(r, "baseline_rotation_consistent").sum(), len(r))
+    rows.append(value(keys, "baseline_rotations", float(np.nanmax(num(r, "baseline_rotations"))), len(r)))
+    prior = next((v for v in g(r, "baseline_letter_prior") if isinstance(v, dict)), None)
+    for letter, p in sorted((prior or {}).items()):
+        rows.append(value(keys, f"baseline_letter_prior[{letter}]", float(p), len(r)))
     return rows
 
 

@@ -185,7 +185,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
                  "probe_cv_auroc": probe.cv_auroc, "probe_n": probe.n, "probe_n_wrong": probe.n_wrong,
                  "probe_sd": probe.sd, "parse_ok": d is not None}
         yield ctx.record(t, prompt=p.text, response=g.text, grade=grade, injected=s is not None,
-                         gen={"format": prompt_format(ctx)},
+                         gen={"format": prompt_format(ctx), **ctx.decode_batch(g)},
                          alpha_effective=float(t.alpha) * probe.sd, alpha_units="probe_sd",
                          token_positions=f"from:{p.spans['game'][0]}" if s is not None else None)
 

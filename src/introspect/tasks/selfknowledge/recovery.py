@@ -277,7 +277,7 @@ def _record(ctx: RunContext, t: Trial, q: ArithmeticQuestion, prompt: Prompt, re
     return ctx.record(t, prompt=prompt.text, response=response, grade=grade,
                       gen={"max_new_tokens": int(budget_), "budget_source": getattr(budget_, "source", "fixed"),
                            "do_sample": False, "inserted_ids": ins, "format": prompt_format(ctx),
-                           "continuation_tokens": len(g.tokens) if ins else None})
+                           "continuation_tokens": len(g.tokens) if ins else None, **ctx.decode_batch(g)})
 
 
 register(TaskSpec("recovery", "Token-injection recovery: random or least-likely tokens inserted "

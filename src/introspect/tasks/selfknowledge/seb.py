@@ -152,7 +152,7 @@ def execute_association(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Re
                                   t.param("options"), said[j].text, by_trial[j])
         grade["said_cut"] = cut(said[j])
         yield ctx.record(t, prompt=pp[j].text, response=said[j].text, grade=grade,
-                         gen=gen_info(ctx, list=lt, predict=pt),
+                         gen=gen_info(ctx, said[j], list=lt, predict=pt),
                          extra={"list_prompt": lp_of[t.word].text,
                                 "lists": [g.text for g in gens], "ask_prompt": ap[0].text})
 
@@ -260,7 +260,7 @@ def execute_restriction(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Re
         grade.update(label=t.param("label"), category=t.param("category"), qid=t.param("qid"),
                      request_length=len(qs[k]))
         yield ctx.record(t, prompt=p1[k].text, response=g1[k].text, grade=grade,
-                         gen=gen_info(ctx, predict=8, response=rt, judge=8),
+                         gen=gen_info(ctx, g1[k], predict=8, response=rt, judge=8),
                          extra={"sessions": session_log([p1[k], p2[k]], [g1[k], js[0][0]]),
                                 "responses": [g.text for g, *_ in js],
                                 "judge_responses": [gj.text for _, _, gj, _ in js]})
