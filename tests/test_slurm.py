@@ -168,9 +168,9 @@ def _interrupt(out: Path, job: str, how: list[str], gone, skip: set[int], env, l
 def test_slurm_sweep_cancel_requeue_merge(slurm, tiny_dir, tmp_path):
     t0 = time.time()
     env = _env(tmp_path, slurm)
-    cfg = _config(tmp_path, tiny_dir("llama"), alphas=[4, 8, 16], n_concepts=3, n_trials=3,
+    cfg = _config(tmp_path, tiny_dir("llama"), alphas=[4, 8, 16], n_concepts=6, n_trials=3,
                   batch_size=1, variant="paper", options={"n_bias": 1, "steer_check": False},
-                  max_new_tokens=24)  # 246 trials, slow enough to interrupt mid-run
+                  max_new_tokens=24)  # 492 trials: each shard must outlast a cancel round-trip (246 did not on an AVX-512 CPU)
     out, ref = tmp_path / "out", tmp_path / "ref"
     reference = _sweep([str(cfg), "--out", str(ref)], tmp_path, env)  # unsharded, meanwhile
     log = tmp_path / "launcher.log"
@@ -212,7 +212,7 @@ def test_slurm_sweep_cancel_requeue_merge(slurm, tiny_dir, tmp_path):
     # Merged records == the unsharded run's; nothing written before a kill was recomputed.
     shards = sorted(out.glob("shard*/llama/A.jsonl"))
     merged, expected = _trials(*shards), _trials(ref / "llama" / "A.jsonl")
-    assert len(shards) == 4 and len(expected) == len(merged) == 246
+    assert len(shards) == 4 and len(expected) == len(merged) == 492
     assert not _mismatches(merged, expected)
     for k, before in ((cancelled, before_cancel), (preempted, before_preempt)):
         assert before and all(merged[i] == r for i, r in before.items()), f"shard {k} recomputed"
