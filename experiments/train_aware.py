@@ -90,16 +90,13 @@ def _check_out(out: Path, cfg) -> bool:
     if not out.is_dir() or not any(out.iterdir()):
         return False
     if (out / META_FILE).is_file():
-        from introspect.train.loop import word_files
+        from introspect.train.loop import word_files, word_files_changed
 
         meta = json.loads((out / META_FILE).read_text())
         if meta.get("training") != cfg.to_dict():
             raise TrainDataError(f"{out} holds an adapter trained with another config; use a new --out")
-        now = word_files(cfg)
-        changed = [k.replace("_", "-") for k in now if (meta.get("word_files") or {}).get(k) != now[k]]
-        if changed:
-            raise TrainDataError(f"{out} holds an adapter trained from another --{changed[0]} (sha256 differs); "
-                                 f"use a new --out or the original {' and '.join('--' + c for c in changed)}")
+        if why := word_files_changed(meta.get("word_files"), word_files(cfg)):
+            raise TrainDataError(f"{out} holds an adapter trained from {why}")
         return True
     if not (out / CHECKPOINT).is_file() and not (out / "words_train.yaml").is_file():
         raise TrainDataError(f"--out {out} exists and is not an adapter directory; use a new --out")

@@ -24,6 +24,18 @@ def _prompts(tok, n):
             for i in range(n)]
 
 
+def control_groups(m, max_new_tokens: int) -> tuple[list, list, dict]:
+    """Two groups of 9 rows (one prompt and stream each: a control and 8 injections) as
+    ``generate``'s prompts, specs and keyword arguments (batch 16, greedy)."""
+    from introspect.engine.run.inject import InjectionSpec
+
+    p, q = _prompts(m.tokenizer, 2)
+    v = torch.randn(m.cfg.d_model, generator=torch.Generator().manual_seed(0))
+    group = [None] + [InjectionSpec(1, a, v / v.norm(), "all") for a in (1, 2, 3, 4, 5, 6, 7, 8)]
+    args = dict(max_new_tokens=max_new_tokens, batch_size=16, seeds=["s"] * 9 + ["t"] * 9, do_sample=False)
+    return [p] * 9 + [q] * 9, group * 2, args
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_kv_bytes_per_token_matches_the_real_cache(tiny_model, family):
     m = tiny_model(family)
@@ -173,21 +185,16 @@ def test_batch_size_auto_on_the_command_line(monkeypatch):
 def test_a_control_group_is_kept_whole_by_stretching_the_batch_where_memory_allows(tiny_model, monkeypatch):
     """Two groups of 9 rows (one prompt and stream: a control and 8 injections) at batch 16 run as
     one batch of 18, not two of 9; with memory for only 16 rows they run as two batches of 9."""
-    from introspect.engine.run.inject import InjectionSpec
-
     m = tiny_model("llama")
-    p, q = _prompts(m.tokenizer, 2)
-    v = torch.randn(m.cfg.d_model, generator=torch.Generator().manual_seed(0))
-    group = [None] + [InjectionSpec(1, a, v / v.norm(), "all") for a in (1, 2, 3, 4, 5, 6, 7, 8)]
-    args = dict(max_new_tokens=3, batch_size=16, seeds=["s"] * 9 + ["t"] * 9, do_sample=False)
+    prompts, specs, args = control_groups(m, 3)
     monkeypatch.setattr(devices, "_meminfo_available", lambda: 1 << 40)
     st = DecodeStats()
-    roomy = generate(m, [p] * 9 + [q] * 9, group * 2, stats=st, **args)
+    roomy = generate(m, prompts, specs, stats=st, **args)
     assert st.batches == [18]
-    longest = max(len(p), len(q)) + 3
+    longest = max(len(p) for p in prompts) + 3
     monkeypatch.setattr(devices, "_meminfo_available",
                         lambda: int(16.5 * devices.row_bytes(m, longest) / devices.BATCH_HEADROOM))
     st = DecodeStats()
-    tight = generate(m, [p] * 9 + [q] * 9, group * 2, stats=st, **args)
+    tight = generate(m, prompts, specs, stats=st, **args)
     assert st.batches == [9, 9]
     assert [g.tokens for g in roomy] == [g.tokens for g in tight]  # greedy here: same answers either way

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_batching import _prompts, control_groups
 
 import introspect.engine.run.decode as D
 from introspect.engine.load import determinism, devices
-from introspect.engine.run.chat import Conversation, render
 from introspect.engine.run.decode import DecodeStats, Sampling, generate
-from introspect.engine.run.inject import InjectionSpec
 
 
 @pytest.fixture
@@ -39,9 +38,6 @@ def pinned(tiny_model, monkeypatch):
     return m
 
 
-def _prompts(tok, n):
-    return [render(tok, Conversation.of(("user", f"Trial {i + 1}: do you detect an injected thought?")))
-            for i in range(n)]
 
 
 def _scarce(monkeypatch, m, rows, tokens):
@@ -84,17 +80,14 @@ def test_a_pinned_batch_is_not_lowered_to_free_memory(pinned, monkeypatch):
 
 def test_a_pinned_batch_is_not_stretched_to_keep_a_group_whole(pinned, monkeypatch):
     m = pinned
-    p, q = _prompts(m.tokenizer, 2)
-    v = torch.randn(m.cfg.d_model, generator=torch.Generator().manual_seed(0))
-    group = [None] + [InjectionSpec(1, a, v / v.norm(), "all") for a in (1, 2, 3, 4, 5, 6, 7, 8)]
-    args = dict(max_new_tokens=2, batch_size=16, seeds=["s"] * 9 + ["t"] * 9, do_sample=False)
+    prompts, specs, args = control_groups(m, 2)
     monkeypatch.setattr(devices, "_meminfo_available", lambda: 1 << 40)
     st = DecodeStats()
-    generate(m, [p] * 9 + [q] * 9, group * 2, stats=st, **args)
+    generate(m, prompts, specs, stats=st, **args)
     assert st.batches == [9, 9]  # unpinned, memory for 20 rows stretches this to one batch of 18
     determinism.pin(m, False)
     st = DecodeStats()
-    generate(m, [p] * 9 + [q] * 9, group * 2, stats=st, **args)
+    generate(m, prompts, specs, stats=st, **args)
     assert st.batches == [18]
 
 

@@ -76,13 +76,13 @@ def task_a_texts() -> tuple[str, ...]:
     return (*(m["content"] for c in convs for m in c.messages), *P.load_bias_questions())
 
 
-
 def training_texts(phrasings: Sequence[str], replay_prompts: Sequence[str] = ()) -> tuple[str, ...]:
     """Every fixed text a training row shows the model besides concept names: the detection
     question in each phrasing (with a claim), the answers and the replay prompts. A word occurring
     in one is seen in training, so it is never held out."""
     convs = [detection_conv(p, 1, claim="X") for p in phrasings]
     return (*(m["content"] for c in convs for m in c.messages), YES, NO, CLAIM, *replay_prompts)
+
 
 def split_concepts(train_words: Sequence[str], targets: Sequence[str], baseline: Sequence[str], *,
                    seed: int, heldout_frac: float, avoid: Sequence[str] = ()) -> tuple[list[str], list[str]]:

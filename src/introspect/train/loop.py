@@ -322,15 +322,23 @@ def word_files(cfg: TrainConfig) -> dict[str, str]:
     return {k: S.file_sha256(p) for k, p in paths.items()}
 
 
+def word_files_changed(old: dict[str, str] | None, now: dict[str, str]) -> str:
+    """What differs between two ``word_files`` records, as the end of a one-line error ("another
+    --words-file (sha256 differs); use a new --out or the original --words-file"); "" if nothing."""
+    changed = [k.replace("_", "-") for k in now if (old or {}).get(k) != now[k]]
+    if not changed:
+        return ""
+    return (f"another --{changed[0]} (sha256 differs); use a new --out or the original "
+            f"{' and '.join('--' + c for c in changed)}")
+
+
 def check_resume(ckpt: dict[str, Any], where: Path, hashes: dict[str, str], split: S.Split | None = None) -> None:
     """Refuse a checkpoint made from other word files or (once the split is known) another split."""
     old = ckpt.get("word_files")
     if old is None or "split" not in ckpt:
         raise S.SplitError(f"{where} predates the split and word-file checks; use a new --out")
-    changed = [k.replace("_", "-") for k in hashes if old.get(k) != hashes[k]]
-    if changed:
-        raise S.SplitError(f"{where} was made from another --{changed[0]} (sha256 differs); "
-                           f"use a new --out or the original {' and '.join('--' + c for c in changed)}")
+    if why := word_files_changed(old, hashes):
+        raise S.SplitError(f"{where} was made from {why}")
     if split is not None:
         why = S.differs(ckpt["split"], split.identity())
         if why:

@@ -43,10 +43,12 @@ def stable_rows(shapes: tuple[tuple[int, int], ...], dtype: torch.dtype, threads
 
 
 def min_rows(model: Any) -> int:
-    """Rows a decoding batch of ``model`` is padded to at least (see the module docstring)."""
+    """Rows a decoding batch of ``model`` is padded to at least (see the module docstring). The
+    shapes are read afresh each batch (an adapter attached for training adds linear layers); the
+    probe itself runs once per shape set."""
     hf = model.original_model
-    params = [p for p in hf.parameters()]
-    if not params or params[0].device.type != "cpu":
+    first = next(hf.parameters(), None)
+    if first is None or first.device.type != "cpu":
         return MIN_ROWS
     shapes = sorted({(m.in_features, m.out_features) for m in hf.modules() if isinstance(m, torch.nn.Linear)})
-    return stable_rows(tuple(shapes), params[0].dtype, torch.get_num_threads())
+    return stable_rows(tuple(shapes), first.dtype, torch.get_num_threads())

@@ -198,8 +198,8 @@ def _rotate(ctx: RunContext, items: Sequence[tuple[MCQuestion, Any]], ids: dict[
         if q.id not in probs:
             continue
         b.update(R.read_rotations(probs[q.id], q.answer, f"{ctx.cfg.seed}:{q.id}", prior))
-        b.update(letter_prior=dict(zip("ABCD", prior)), mass=sum(mass[q.id]) / len(mass[q.id]),
-                 low_mass=sum(mass[q.id]) / len(mass[q.id]) < LOW_MASS)
+        mean_mass = sum(mass[q.id]) / len(mass[q.id])
+        b.update(letter_prior=dict(zip("ABCD", prior)), mass=mean_mass, low_mass=mean_mass < LOW_MASS)
 
 
 def _short_budget(ctx: RunContext) -> int:
