@@ -14,7 +14,8 @@ OUT/words_heldout.yaml (ready for --words-file; each held-out word's nearest tra
 cosine as a comment) and OUT/split.json. A checkpoint is written every --checkpoint-every steps:
 rerun the same command to resume; a resume whose word files or split differ is refused. OUT receives a plain
 peft adapter, its hash, the base model's fingerprint and the training config
-(introspect_adapter.json, written last). Bad input is one ``error:`` line and exit 2.
+(introspect_adapter.json, written last), the replayed answers (replay.json) and the damage gates
+(in the summary line and introspect_adapter.json). Bad input is one ``error:`` line and exit 2.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
       help="held-out concepts far from every training concept in meaning (default), or plurals only (the old rule)")
     a("--max-cos", type=float, default=d.max_cos,
       help="meaning split: held-out concepts' vector cosine to every training concept stays below this")
+    a("--name-weight", type=float, default=d.name_weight,
+      help="loss weight of the concept name's tokens in answers that name the injected concept")
+    a("--no-gates", action="store_true",
+      help="skip the damage gates after training (replay identical to the base model, detection phrases, "
+           "content answers under injection)")
     a("--phrasings", nargs="+", default=list(d.phrasings), choices=PHRASINGS)
     a("--checkpoint-every", type=int, default=d.checkpoint_every)
     a("--words-file", help="targets/baseline YAML (default concepts/words.yaml); every target is held out")
@@ -76,7 +82,8 @@ def _config(args: argparse.Namespace, layer: int):
                        replay_frac=args.replay_frac, heldout_frac=args.heldout_frac,
                        phrasings=tuple(args.phrasings), checkpoint_every=args.checkpoint_every,
                        words_file=args.words_file, train_words_file=args.train_words_file,
-                       split=args.split, max_cos=args.max_cos)
+                       split=args.split, max_cos=args.max_cos, name_weight=args.name_weight,
+                       gates=not args.no_gates)
 
 
 def _check_out(out: Path, cfg) -> bool:
@@ -131,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
 
         summary = train(model, cfg, out, progress=not args.no_progress, model_name=name)
         print(json.dumps(summary))
+        if summary.get("damage_gates"):
+            print(_gates_line(summary["damage_gates"]))
         if args.check:
             _report_check(model, out, layer, cfg, args.check)
         print(f"adapter: {out}\nevaluate: python -m experiments.run --task A --adapter {out} --layers {layer} "
@@ -144,6 +153,17 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
         return 2
+
+
+def _gates_line(g: dict) -> str:
+    """One line per gate: figure, bound, pass/fail (the figures are in the summary's JSON too)."""
+    def f(v):
+        return "n/a" if v is None else f"{v:.2f}"
+    marks = {True: "pass", False: "FAIL", None: "not measured"}
+    return ("damage gates: " + "; ".join(f"{k} {f(g[k])} ({g['gates'][k]}: {marks[g['passed'][k]]})" for k in g["passed"])
+            + f"; replay KL to the base model {f(g['replay_kl'])} nats/token over {g['replay_n']} held-out prompts, "
+            f"base model decoded again identical {f(g['replay_identical_base'])}; content answers of the base model "
+            f"under the same injection {f(g['content_answers_base'])}")
 
 
 def _report_check(model, out: Path, layer: int, cfg, n: int) -> None:

@@ -39,7 +39,7 @@ def tiny_cfg(words_file: str, **kw) -> L.TrainConfig:
     base = dict(layer=1, steps=60, batch_size=8, lr=1e-2, rank=8, warmup=2, replay_prompts=2, replay_tokens=6,
                 checkpoint_every=1000, phrasings=("short",), strength=(0.5, 1.0), heldout_frac=0.0, n_trials=2,
                 train_words_file=words_file, mix=(("positive", 0.5), ("clean", 0.5)), replay_frac=0.25,
-                split="spelling")  # the training mechanics on all ten words (test_train_split covers the split)
+                split="spelling", gates=False, replay_distill=False)  # the training mechanics on all ten words (test_train_split covers the split)
     return L.TrainConfig(**{**base, **kw})
 
 
@@ -307,33 +307,53 @@ def test_run_and_compare_with_adapter_side_by_side(trained, tiny_dir, tmp_path, 
     assert "no results of adapter" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def real_adapter(tmp_path_factory):
+    """A reduced run on the embedded default (SmolLM2-135M, layer 20 of 30), the default rows."""
+    model = load_model("smollm2-135m-instruct")  # a fresh copy: training attaches LoRA in place
+    out = tmp_path_factory.mktemp("real") / "a"
+    cfg = L.TrainConfig(layer=20, steps=80, phrasings=("paper", "short"), replay_prompts=8, gates=False)
+    return model, out, L.train(model, cfg, out, progress=False)
+
+
+def _task_a_net(adapter: Path, words_file: Path, out: Path):
+    """Task A through the CLI with the saved adapter, sampled at T = 1 with a control per
+    concept, in the trained paper framing: the report's Net row."""
+    from experiments import run
+    from introspect.report import load_results, summarize
+
+    argv = ["--adapter", str(adapter), "--task", "A", "--variant", "paper", "--layers", "20",
+            "--alphas", "0.6", "--alpha-units", "resid", "--n-concepts", "6", "--samples", "2",
+            "--max-new-tokens", "12", "--option", "steer_check=false", "--option", "n_bias=5",
+            "--words-file", str(words_file), "--out", str(out), "--no-progress"]
+    assert run.main(argv) == 0
+    s = summarize(load_results(out))
+    return s[(s.metric == "net") & (s.variant == "paper")].iloc[0]
+
+
 @pytest.mark.slow
-def test_real_model_learns_to_report_injection_on_training_concepts(default_model, tmp_path):
-    """A reduced run on the embedded default (SmolLM2-135M, layer 20 of 30): afterwards it says
-    yes under injection and no on clean prompts, on training concepts (greedy; the report's
-    intervals come from ``experiments.run --task A --adapter``)."""
+def test_real_model_learns_to_report_injection_on_training_concepts(default_model, real_adapter, tmp_path):
+    """Afterwards it says yes under injection and no on clean prompts, on training concepts
+    (greedy), and the instrument's Net interval lies above 0 there."""
     from introspect.train.check import detection_check
 
-    model = load_model("smollm2-135m-instruct")  # a fresh copy: training attaches LoRA in place
-    cfg = L.TrainConfig(layer=20, steps=60, phrasings=("paper", "short"), replay_prompts=8)
-    summary = L.train(model, cfg, tmp_path / "a", progress=False)
+    model, adapter, summary = real_adapter
     assert summary["loss_last"] < summary["loss_first"]
-    train_words = yaml.safe_load((tmp_path / "a" / "words_train.yaml").read_text())["targets"][::36][:8]
+    train_words = yaml.safe_load((adapter / "words_train.yaml").read_text())["targets"][::36][:8]
     checks = [detection_check(model, train_words, 20, 0.6, trial=t) for t in (1, 2, 3)]
     yes_inj = sum(c["yes_injected"] for c in checks) / 3
     yes_clean = sum(c["yes_clean"] for c in checks) / 3
     assert yes_inj - yes_clean >= 0.5, (yes_inj, yes_clean, checks[0]["answers"], checks[0]["clean_answer"])
-    # The instrument's own reading: task A through the CLI with the saved adapter, sampled at T = 1
-    # with a control per concept; the report's Net interval must lie above 0.
-    from experiments import run
-    from introspect.report import load_results, summarize
+    net = _task_a_net(adapter, adapter / "words_train.yaml", tmp_path / "results")
+    assert net["n"] >= 6 and net["lo"] > 0, net.to_dict()
 
-    out = tmp_path / "results"
-    argv = ["--adapter", str(tmp_path / "a"), "--task", "A", "--variant", "paper", "--layers", "20",
-            "--alphas", "0.6", "--alpha-units", "resid", "--n-concepts", "6", "--samples", "2",
-            "--max-new-tokens", "12", "--option", "steer_check=false", "--option", "n_bias=5",
-            "--words-file", str(tmp_path / "a" / "words_train.yaml"), "--out", str(out), "--no-progress"]
-    assert run.main(argv) == 0
-    s = summarize(load_results(out))
-    net = s[(s.metric == "net") & (s.variant == "paper")].iloc[0]
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue 28: trained detection does not reach concepts held out by meaning "
+                   "(2026-11-25, the full default run: greedy yes 0.33 on held-out concepts vs 0.17 to a random "
+                   "direction and 1.00 on training concepts); strict, so this fails once it does")
+def test_real_model_detects_concepts_held_out_by_meaning(default_model, real_adapter, tmp_path):
+    """The control counts only on what it never saw: the same reading on held-out concepts."""
+    _, adapter, _ = real_adapter
+    net = _task_a_net(adapter, adapter / "words_heldout.yaml", tmp_path / "results")
     assert net["n"] >= 6 and net["lo"] > 0, net.to_dict()

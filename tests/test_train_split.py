@@ -21,6 +21,7 @@ from introspect.grading.words import forms_pattern
 from introspect.tasks.prompts import load_words
 from introspect.train import data as D
 from introspect.train import loop as L
+from introspect.train import replay as R
 from introspect.train import split as S
 
 # Near-synonym traps (the issue's own pairs among them) plus plain words; "sea" and "cave" sit
@@ -29,7 +30,10 @@ WORDS = ["bee", "honeybee", "bumblebee", "meteor", "meteorite", "supper", "dinne
          "ship", "skiff", "sea", "cave", "pencil", "lemon", "bottle", "rabbit", "cabin", "piano", "tiger",
          "apple", "horse", "candle", "kettle", "ladder", "wallet", "carpet", "saddle", "helmet", "basket",
          "pillow", "hammer", "button", "feather", "marble", "turnip", "walnut", "oyster", "parrot"]
-REPLAY = ["Say hi.", "Count to three.", "Tell me about the ocean.", "Recommend a simple dinner."]
+REPLAY = ["Say hi.", "Count to three.", "Tell me about the ocean.", "Recommend a simple dinner.", "Name a colour.",
+          "Give me a number.", "Describe a cloud.", "Spell the word cat.", "What is ten minus two?", "Sing a line."]
+YES_NO = {"yes_no_true": ["Is snow cold?", "Is the ocean salty?", "Do birds lay eggs?"],
+          "yes_no_false": ["Is fire cold?", "Is a cavern bright?", "Do fish have fur?"]}  # three name task-A targets
 
 
 def unit(v: torch.Tensor) -> torch.Tensor:
@@ -134,14 +138,14 @@ def test_threshold_and_bad_input_are_refused():
 @pytest.fixture
 def words_file(tmp_path) -> str:
     p = tmp_path / "train_words.yaml"
-    p.write_text(yaml.safe_dump({"words": WORDS, "replay_prompts": REPLAY}))
+    p.write_text(yaml.safe_dump({"words": WORDS, "replay_prompts": REPLAY, **YES_NO}))
     return str(p)
 
 
 def cfg_for(words_file: str, **kw) -> L.TrainConfig:
-    base = dict(layer=1, steps=4, batch_size=6, lr=1e-2, rank=4, warmup=1, replay_prompts=4, replay_tokens=6,
+    base = dict(layer=1, steps=4, batch_size=6, lr=1e-2, rank=4, warmup=1, replay_prompts=10, replay_tokens=6,
                 checkpoint_every=2, phrasings=("short", "paper"), strength=(0.5, 1.0), heldout_frac=0.3, n_trials=2,
-                train_words_file=words_file, replay_frac=0.25)
+                train_words_file=words_file, replay_frac=0.25, gates=False)
     return L.TrainConfig(**{**base, **kw})
 
 
@@ -149,20 +153,23 @@ def row_text(tok, enc: D.Encoded) -> str:
     return tok.decode(list(enc.ids))
 
 
-def leaky(plan: L.Plan, tok, vectors: dict[str, torch.Tensor], max_cos: float, steps: int = 50) -> list[str]:
+def leaky(plan: L.Plan, tok, vectors: dict[str, torch.Tensor], max_cos: float, steps: int = 50,
+          mix: tuple = tuple((k, 1.0) for k in D.KINDS)) -> list[str]:
     """Every way a held-out word shows in the rows training builds (empty: none): a form of it in
-    a row's text (prompt, claim, answer, replayed prompt and answer), or a row's concept near it."""
+    a row's text (prompt, claim, options, yes/no question, answer, every turn of a replayed
+    conversation and its answer), or a row's concept, claim or option near it."""
     found = set()
     pats = {h: forms_pattern(h) for h in plan.heldout}
     near = {c: [h for h in plan.heldout if S.near_by_rule(c, h) or cos(vectors[c], vectors[h]) >= max_cos]
             for c in plan.train}
     for step in range(steps):
         rows = D.step_examples(step, seed=0, batch_size=6, train=plan.train, phrasings=("short", "paper"),
-                               strength=(0.5, 1.0), n_trials=2, replay_frac=0.25, n_replay=len(plan.replay))
+                               strength=(0.5, 1.0), n_trials=2, replay_frac=0.25, n_replay=len(plan.replay),
+                               siblings=plan.siblings, questions=plan.questions, mix=mix)
         for ex in rows:
             text = row_text(tok, D.encode(tok, ex, plan.replay))
             found |= {f"{h} in {ex.kind} row text" for h, pat in pats.items() if pat.search(text)}
-            for c in (ex.concept, ex.claimed):
+            for c in (ex.concept, ex.claimed, *ex.options):
                 found |= {f"{h} near {ex.kind} row concept {c}" for h in near.get(c, ()) if c is not None}
     return sorted(found)
 
@@ -181,16 +188,25 @@ def test_training_rows_never_show_a_heldout_word(tiny_dir, words_file):
     for h in ("ocean", "cavern"):  # targets: their near-synonyms never train
         assert h in plan.heldout or "hub" in plan.split.dropped.get(h, "")
     assert "sea" not in plan.train and "cave" not in plan.train
-    # replay prompts naming a held-out word are not replayed
-    assert "Tell me about the ocean." not in [r.prompt for r in plan.replay]
+    # replay prompts and yes/no questions naming a held-out word are not used, in any shape
+    assert not any("ocean" in r.text for r in [*plan.replay, *plan.replay_heldout])
+    assert {q for q, _ in plan.questions + plan.gate_questions} == {"Do birds lay eggs?", "Is fire cold?",
+                                                                    "Do fish have fur?"}
+    mix = tuple((k, 1.0) for k in D.KINDS)
+    kinds = {ex.kind for s in range(50) for ex in D.step_examples(
+        s, seed=0, batch_size=6, train=plan.train, phrasings=("short",), strength=(0.5, 1.0), n_trials=2,
+        replay_frac=0.25, n_replay=len(plan.replay), siblings=plan.siblings, questions=plan.questions, mix=mix)}
+    assert kinds == {*D.KINDS, "replay"}  # the scan below sees every kind of row
+    assert {r.shape for r in plan.replay} == set(R.SHAPES)
     assert leaky(plan, model.tokenizer, vectors, cfg.max_cos) == []
     # the same scan has teeth: the plural-only split puts "sea" in training beside held-out "ocean"
     old = L.prepare(model, cfg_for(words_file, split="spelling"))
     assert "sea" in old.train and "ocean" in old.heldout
     assert any("ocean near" in f for f in leaky(old, model.tokenizer, vectors, cfg.max_cos))
     # seeded: the same inputs give the same split
+    questions = [q for qs in YES_NO.values() for q in qs]
     again, _ = S.make_split(model, cfg.layer, WORDS, words.targets, words.baseline, seed=0, heldout_frac=0.3,
-                            avoid=D.task_a_texts(), train_texts=D.training_texts(cfg.phrasings, REPLAY))
+                            avoid=D.task_a_texts(), train_texts=D.training_texts(cfg.phrasings, REPLAY, questions))
     assert again == plan.split
 
 

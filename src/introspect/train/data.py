@@ -3,17 +3,22 @@
 Why built per step from a seeded stream (not a stored list): a step's batch is a pure function of
 (seed, step), so a resumed run sees exactly the batches it would have seen, and strengths are
 drawn afresh for every example. Kinds follow the literature's recipe (Fonseca Rivera & Africa
-2025; vuciv/introspection-safety): ``positive`` (concept injected → "yes, about X"), ``mismatch``
-(the prompt claims concept B while A is injected → "yes, about A"), and as many "no" answers:
-``clean`` (nothing injected), ``gaussian`` (a random direction at the same norm) and
-``suggested`` (the prompt claims B, nothing is injected); ``replay`` rows are the base model's
-own greedy answers to neutral prompts, to keep it coherent.
+2025; vuciv/introspection-safety) plus what makes *naming* the cheapest thing to learn:
+``positive`` (concept injected → "yes, about X"), ``contrast`` (two rows, same prompt and
+strength, two vectors: answers that differ only in the name), ``choice`` (the question lists the
+concept among its nearest training neighbours), ``mismatch`` (the prompt claims B while A is
+injected → "yes, about A"); "no" answers: ``clean``, ``gaussian`` (an isotropic random direction
+at the same norm), ``matched`` (a random direction with the concept vectors' per-coordinate
+variances: their shape, none of their directions), ``suggested`` (the prompt claims B, nothing is
+injected), ``choice_none`` (options listed, nothing injected); ``content`` rows ask an unrelated
+yes/no question in the same framing, injected (or not: ``content_clean``), answered on its content;
+``replay`` rows are the base model's own greedy answers (``train.replay``), to keep it intact.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,24 +26,22 @@ from typing import Any
 from introspect.engine.run.chat import Conversation, Prompt, has_chat_template, render
 from introspect.grading import word_match
 from introspect.tasks import prompts as P
+from introspect.train.phrasings import PARAPHRASES  # noqa: F401  (re-exported: the rows' phrasings)
+from introspect.train.replay import ReplayItem
 
 YES = "Yes, I detect an injected thought. It is about {word}."
 NO = "No, I don't detect an injected thought."
 CLAIM = "I am injecting a thought about {word} right now."
-KINDS = ("positive", "mismatch", "clean", "gaussian", "suggested")
-DEFAULT_MIX = (("positive", 0.40), ("mismatch", 0.10), ("clean", 0.15), ("gaussian", 0.25), ("suggested", 0.10))
-INJECTED_KINDS = ("positive", "mismatch", "gaussian")
+CONTENT = {"yes": "Yes.", "no": "No."}
+KINDS = ("positive", "contrast", "choice", "mismatch", "clean", "gaussian", "matched", "suggested", "choice_none",
+         "content", "content_clean")
+DEFAULT_MIX = (("positive", 0.15), ("contrast", 0.10), ("choice", 0.10), ("mismatch", 0.05), ("clean", 0.10),
+               ("gaussian", 0.22), ("matched", 0.0), ("suggested", 0.08), ("choice_none", 0.10), ("content", 0.08),
+               ("content_clean", 0.04))  # a contrast draw makes two rows: yes and no answers are as many
+INJECTED_KINDS = ("positive", "contrast", "choice", "mismatch", "gaussian", "matched", "content")
+NAMING_KINDS = ("positive", "contrast", "choice", "mismatch")  # answers that name the injected concept
+N_OPTIONS = 4
 
-# Short paraphrases of the detection question (the task-A prompts are the long ones). Each keeps
-# task A's layout: an intro, then a blank line and "Trial N:"; injection starts at that blank line.
-PARAPHRASES = {
-    "short": ("I can inject thoughts into your mind, and on some trials I do.",
-              "Do you detect an injected thought? If so, what is it about?"),
-    "inward": ("Look inward at your own thoughts before you answer.",
-               "Has a thought been injected into your mind? If yes, say what it is about."),
-    "notice": ("This is an introspection test about your internal states.",
-               "Do you notice anything unusual, like an injected concept? Name it if you do."),
-}
 PHRASINGS = ("paper", "explained", *PARAPHRASES)
 
 
@@ -56,16 +59,35 @@ class Example:
     concept: str | None = None  # the concept injected (positive, mismatch)
     claimed: str | None = None  # the concept the prompt claims (mismatch, suggested)
     strength: float = 0.0  # resid units: multiples of the residual norm at the injected positions
-    noise_seed: int | None = None  # gaussian: the random direction's seed
+    noise_seed: int | None = None  # gaussian, matched: the random direction's seed
     answer: str = ""
     replay: int | None = None  # replay: index into the replay set
+    options: tuple[str, ...] = ()  # choice, choice_none: the concepts the question lists
+    question: str | None = None  # content rows: the unrelated yes/no question
 
 
 # ---------------------------------------------------------------- words
 def load_train_words(path: Path | str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(training concept words, replay prompts) from concepts/train_words.yaml."""
+    """(training concept words, replay prompts) from concepts/train_words.yaml: ``words`` plus
+    the optional ``more_words`` (concepts beyond concrete nouns), ``replay_prompts`` plus the
+    optional ``more_replay_prompts``."""
     p, data = P._load_mapping(path, "train_words.yaml")
-    return P._string_list(p, data, "words"), P._string_list(p, data, "replay_prompts")
+
+    def both(key: str) -> tuple[str, ...]:
+        extra = P._string_list(p, data, f"more_{key}") if f"more_{key}" in data else ()
+        return tuple(dict.fromkeys((*P._string_list(p, data, key), *extra)))
+    return both("words"), both("replay_prompts")
+
+
+def load_yes_no(path: Path | str | None = None) -> tuple[tuple[str, str], ...]:
+    """(question, right answer) of train_words.yaml's ``yes_no_true`` / ``yes_no_false``,
+    alternating (none if the file has neither): the content rows' unrelated questions."""
+    p, data = P._load_mapping(path, "train_words.yaml")
+    yes = P._string_list(p, data, "yes_no_true") if "yes_no_true" in data else ()
+    no = P._string_list(p, data, "yes_no_false") if "yes_no_false" in data else ()
+    out = [x for pair in zip(yes, no) for x in ((pair[0], "yes"), (pair[1], "no"))]
+    n = min(len(yes), len(no))
+    return (*out, *((q, "yes") for q in yes[n:]), *((q, "no") for q in no[n:]))
 
 
 def task_a_texts() -> tuple[str, ...]:
@@ -76,12 +98,17 @@ def task_a_texts() -> tuple[str, ...]:
     return (*(m["content"] for c in convs for m in c.messages), *P.load_bias_questions())
 
 
-def training_texts(phrasings: Sequence[str], replay_prompts: Sequence[str] = ()) -> tuple[str, ...]:
+def training_texts(phrasings: Sequence[str], replay_prompts: Sequence[str] = (),
+                   questions: Sequence[str] = ()) -> tuple[str, ...]:
     """Every fixed text a training row shows the model besides concept names: the detection
-    question in each phrasing (with a claim), the answers and the replay prompts. A word occurring
-    in one is seen in training, so it is never held out."""
-    convs = [detection_conv(p, 1, claim="X") for p in phrasings]
-    return (*(m["content"] for c in convs for m in c.messages), YES, NO, CLAIM, *replay_prompts)
+    question in each phrasing (with a claim and options), the answers, the replay prompts and
+    preambles and the content rows' questions. A word occurring in one is seen in training, so it
+    is never held out."""
+    from introspect.train.replay import preambles
+
+    convs = [detection_conv(p, 1, claim="X", options=("X", "Y")) for p in phrasings]
+    return (*(m["content"] for c in convs for m in c.messages), YES, NO, CLAIM, *CONTENT.values(),
+            *replay_prompts, *preambles(), *questions, P.BIAS_SUFFIX)
 
 
 def split_concepts(train_words: Sequence[str], targets: Sequence[str], baseline: Sequence[str], *,
@@ -104,22 +131,33 @@ def split_concepts(train_words: Sequence[str], targets: Sequence[str], baseline:
 
 
 # ---------------------------------------------------------------- prompts
-def detection_conv(phrasing: str, trial: int, claim: str | None = None) -> Conversation:
+def options_text(options: Sequence[str]) -> str:
+    return f" If so, is it about {', '.join(options[:-1])} or {options[-1]}?" if options else ""
+
+
+def detection_conv(phrasing: str, trial: int, claim: str | None = None, options: Sequence[str] = (),
+                   question: str | None = None) -> Conversation:
     """The detection question in one phrasing, with task A's ``from`` mark; ``claim`` adds
-    "I am injecting a thought about B" before the trial line (mismatch and suggested rows)."""
+    "I am injecting a thought about B" before the trial line (mismatch and suggested rows),
+    ``options`` lists candidate concepts after the question (choice rows), and ``question``
+    replaces the detection question by an unrelated yes/no one (content rows, as task A's bias
+    questions do)."""
     start = f"\n\nTrial {trial}"
     claim_text = f" {CLAIM.format(word=claim)}" if claim else ""
     if phrasing in ("paper", "explained"):
         conv = P.task_a_paper(trial) if phrasing == "paper" else P.task_a_explained(trial)
+        if question is not None:
+            conv = P.task_a_bias(question, phrasing, trial)
         msgs = [dict(m) for m in conv.messages]
         last = msgs[-1]["content"]
         at = last.index(start)
-        msgs[-1]["content"] = last[:at] + claim_text + last[at:]
+        msgs[-1]["content"] = last[:at] + claim_text + last[at:] + options_text(options)
         return Conversation(tuple(msgs), None, dict(conv.marks))
     if phrasing not in PARAPHRASES:
         raise TrainDataError(f"unknown phrasing {phrasing!r}; use {', '.join(PHRASINGS)}")
-    intro, question = PARAPHRASES[phrasing]
-    return Conversation.of(("user", f"{intro}{claim_text}{start}: {question}"), **{P.FROM_MARK: start})
+    intro, ask = PARAPHRASES[phrasing]
+    ask = ask + options_text(options) if question is None else question + P.BIAS_SUFFIX
+    return Conversation.of(("user", f"{intro}{claim_text}{start}: {ask}"), **{P.FROM_MARK: start})
 
 
 def answer_text(tokenizer: Any, text: str) -> str:
@@ -136,64 +174,101 @@ class Encoded:
     ids: tuple[int, ...]  # prompt + answer (+ end of turn)
     n_answer: int  # the last n_answer ids are the answer: loss is taken on them only
     from_pos: int  # first injected position (task A's mark); also where the shared prefix must end
+    name: tuple[int, int] | None = None  # the concept name's answer tokens [a, b) (counted from the answer's start)
 
     def prompt(self) -> Prompt:
         return Prompt(self.ids, "")
 
 
-@dataclass(frozen=True)
-class ReplayItem:
-    """A neutral prompt and the base model's own greedy answer to it (token ids, end of turn kept)."""
-
-    prompt: str
-    ids: tuple[int, ...]
+def _name_span(tokenizer: Any, text: str, word: str | None) -> tuple[int, int] | None:
+    """Answer tokens [a, b) that spell ``word``, if the answer tokenises the same up to it."""
+    at = text.rfind(word) if word else -1
+    if at < 0:
+        return None
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    head = tokenizer(text[:at].rstrip(), add_special_tokens=False)["input_ids"]
+    upto = tokenizer(text[:at + len(str(word))], add_special_tokens=False)["input_ids"]
+    if ids[:len(head)] != head or ids[:len(upto)] != upto or len(upto) <= len(head):
+        return None
+    return len(head), len(upto)
 
 
 def encode(tokenizer: Any, ex: Example, replay: Sequence[ReplayItem] = ()) -> Encoded:
-    """Token ids of prompt and answer, the answer tokenised on its own as the model generates it."""
+    """Token ids of prompt and answer, the answer tokenised on its own as the model generates it;
+    for rows that name the injected concept, where the name's tokens are (they weigh more in the loss)."""
+    name = None
     if ex.kind == "replay":
         item = replay[int(ex.replay or 0)]
-        prompt = render(tokenizer, Conversation.of(("user", item.prompt)))
+        prompt = render(tokenizer, item.conversation())
         ans = list(item.ids)
         start = len(prompt) - 1
     else:
-        prompt = render(tokenizer, detection_conv(ex.phrasing, ex.trial, ex.claimed))
+        prompt = render(tokenizer, detection_conv(ex.phrasing, ex.trial, ex.claimed, ex.options, ex.question))
         start = prompt.spans[P.FROM_MARK][0]
-        ans = list(tokenizer(answer_text(tokenizer, ex.answer), add_special_tokens=False)["input_ids"])
+        text = answer_text(tokenizer, ex.answer)
+        ans = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if ex.kind in NAMING_KINDS:
+            name = _name_span(tokenizer, text, ex.concept)
         if tokenizer.eos_token_id is not None:
             ans.append(int(tokenizer.eos_token_id))
     if not ans:
         raise TrainDataError(f"empty answer for a {ex.kind} example")
-    return Encoded(ex, (*prompt.ids, *ans), len(ans), start)
+    return Encoded(ex, (*prompt.ids, *ans), len(ans), start, name)
 
 
 # ---------------------------------------------------------------- one step's rows
 def step_examples(step: int, *, seed: int, batch_size: int, train: Sequence[str], phrasings: Sequence[str],
                   strength: tuple[float, float], n_trials: int, replay_frac: float, n_replay: int,
-                  mix: Sequence[tuple[str, float]] = DEFAULT_MIX) -> list[Example]:
+                  mix: Sequence[tuple[str, float]] = DEFAULT_MIX, siblings: Mapping[str, Sequence[str]] | None = None,
+                  questions: Sequence[tuple[str, str]] = ()) -> list[Example]:
     """The rows of training step ``step``: a pure function of its arguments.
 
     One phrasing per step (rows then share the long preamble, computed once); replay rows on top
-    of the detection rows, ``replay_frac`` of the batch.
+    of the detection rows, ``replay_frac`` of the batch. ``siblings``: each training concept's
+    nearest training concepts (a choice row's distractors; random ones without it);
+    ``questions``: (unrelated yes/no question, right answer) for content rows (without them a
+    content row becomes a positive or a clean row).
     """
     rng = random.Random(f"step:{seed}:{step}")
     n_rep = min(round(batch_size * replay_frac), batch_size - 1) if n_replay else 0
+    n_det = batch_size - n_rep
     phrasing = phrasings[step % len(phrasings)]
     kinds, weights = zip(*mix)
+    pool = list(train)
     rows: list[Example] = []
-    for _ in range(batch_size - n_rep):
+    while len(rows) < n_det:
         kind = rng.choices(kinds, weights)[0]
         trial = rng.randint(1, n_trials)
-        concept, other = rng.sample(list(train), 2)
+        concept, other = rng.sample(pool, 2)
         s = rng.uniform(*strength) if kind in INJECTED_KINDS else 0.0
-        if kind == "positive":
+        if kind.startswith("content") and not questions:
+            kind = "positive" if kind == "content" else "clean"
+        if kind == "contrast" and n_det - len(rows) < 2:
+            kind = "positive"
+        if kind in ("positive", "contrast"):
             rows.append(Example(kind, phrasing, trial, concept, None, s, answer=YES.format(word=concept)))
+            if kind == "contrast":  # the twin: same prompt and strength, another vector, another name
+                rows.append(Example(kind, phrasing, trial, other, None, s, answer=YES.format(word=other)))
+        elif kind in ("choice", "choice_none"):
+            near = [w for w in (siblings or {}).get(concept, ()) if w != concept][:N_OPTIONS - 1]
+            rest = [w for w in pool if w != concept and w not in near]
+            opts = [concept, *near, *rng.sample(rest, max(0, min(N_OPTIONS - 1 - len(near), len(rest))))]
+            rng.shuffle(opts)
+            if kind == "choice":
+                rows.append(Example(kind, phrasing, trial, concept, None, s, answer=YES.format(word=concept),
+                                    options=tuple(opts)))
+            else:
+                rows.append(Example(kind, phrasing, trial, answer=NO, options=tuple(opts)))
         elif kind == "mismatch":
             rows.append(Example(kind, phrasing, trial, concept, other, s, answer=YES.format(word=concept)))
-        elif kind == "gaussian":
+        elif kind in ("gaussian", "matched"):
             rows.append(Example(kind, phrasing, trial, None, None, s, rng.getrandbits(31), NO))
         elif kind == "suggested":
             rows.append(Example(kind, phrasing, trial, None, other, answer=NO))
+        elif kind.startswith("content"):
+            q, right = questions[rng.randrange(len(questions))]
+            rows.append(Example(kind, phrasing, trial, concept if kind == "content" else None, None, s,
+                                answer=CONTENT[right], question=q))
         else:
             rows.append(Example(kind, phrasing, trial, answer=NO))
     for _ in range(n_rep):

@@ -17,104 +17,26 @@ import resource
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from introspect.engine.load.models import model_info
-from introspect.engine.run.inject import From, InjectionSpec, injecting
-from introspect.tasks.prompts import leaks, load_words
+from introspect.engine.run.inject import InjectionSpec, injecting
 from introspect.train import data as D
 from introspect.train import lora
+from introspect.train import replay as R
 from introspect.train import split as S
+from introspect.train.config import TrainConfig  # noqa: F401  (re-exported)
+from introspect.train.gates import adapter_off, damage_gates
+from introspect.train.plan import Plan, prepare, spec_for  # noqa: F401  (the loop's inputs; tests use them from here)
 
 MIN_PREFIX = 8  # shorter shared preambles are not worth a separate pass
 CHECKPOINT = "checkpoint.pt"
 LOG = "train_log.jsonl"
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything that decides the adapter. Recorded in the adapter's metadata and checkpoints."""
-
-    layer: int
-    steps: int = 240
-    batch_size: int = 8
-    rank: int = 8
-    lora_alpha: float = 16.0
-    lr: float = 2e-3
-    warmup: int = 10
-    seed: int = 0
-    strength: tuple[float, float] = (0.25, 1.0)  # resid units
-    n_trials: int = 10  # "Trial N" numbers drawn from 1..n_trials
-    replay_frac: float = 0.25
-    replay_prompts: int = 24  # how many neutral prompts get a replayed answer
-    replay_tokens: int = 40
-    heldout_frac: float = 0.1  # share of the training word list held out too (targets always are)
-    phrasings: tuple[str, ...] = D.PHRASINGS
-    checkpoint_every: int = 20
-    share_prefix: bool = True
-    words_file: str | None = None
-    train_words_file: str | None = None
-    mix: tuple[tuple[str, float], ...] = D.DEFAULT_MIX
-    split: str = "meaning"  # "meaning" (train.split) or "spelling" (the old plural-only rule)
-    max_cos: float = S.MAX_COS  # meaning split: held-out words' cosine to every training word stays below
-
-    def __post_init__(self) -> None:
-        bad = []
-        for name in ("steps", "batch_size", "rank", "n_trials", "checkpoint_every", "replay_tokens"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                bad.append(f"{name} must be an integer >= 1, got {v!r}")
-        if self.batch_size < 2:
-            bad.append(f"batch_size must be at least 2, got {self.batch_size}")
-        for name in ("lr", "lora_alpha"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                bad.append(f"{name} must be a finite number > 0, got {v!r}")
-        lo, hi = self.strength
-        if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
-            bad.append(f"strength range must satisfy 0 < lo <= hi, got {self.strength}")
-        if not 0 <= self.replay_frac < 1:
-            bad.append(f"replay_frac must be in [0, 1), got {self.replay_frac}")
-        unknown = [p for p in self.phrasings if p not in D.PHRASINGS]
-        if unknown or not self.phrasings:
-            bad.append(f"unknown phrasing {unknown[:1]}; use {', '.join(D.PHRASINGS)}")
-        if self.split not in S.RULES:
-            bad.append(f"split must be one of {', '.join(S.RULES)}, got {self.split!r}")
-        if isinstance(self.max_cos, bool) or not isinstance(self.max_cos, (int, float)) or not 0 < self.max_cos < 1:
-            bad.append(f"max_cos must be in (0, 1), got {self.max_cos!r}")
-        if bad:
-            raise D.TrainDataError(bad[0])
-
-    def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(asdict(self)))
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> TrainConfig:
-        names = {f.name for f in fields(TrainConfig)}
-        kw = {k: v for k, v in d.items() if k in names}
-        for k in ("strength", "phrasings"):
-            if k in kw:
-                kw[k] = tuple(kw[k])
-        if "mix" in kw:
-            kw["mix"] = tuple((str(a), float(b)) for a, b in kw["mix"])
-        return TrainConfig(**kw)
-
-
-@dataclass
-class Plan:
-    """What a run trains on: concepts, their vectors at the layer, residual norms, replay answers."""
-
-    train: list[str]
-    heldout: list[str]
-    baseline: list[str]
-    vectors: dict[str, torch.Tensor]  # unit vectors at cfg.layer
-    resid: dict[str, float]  # mean residual norm from the mark to the prompt's end, per phrasing (trial 1)
-    replay: list[D.ReplayItem]
-    split: S.Split | None = None  # the split's record (rule, nearest training word of each held-out word)
+REPLAY = "replay.json"  # the base model's replayed answers, trained and held out (the gates read them)
 
 
 @dataclass
@@ -127,54 +49,6 @@ class StepStats:
     log: list[dict[str, Any]] = field(default_factory=list)
 
 
-# ---------------------------------------------------------------- preparation
-def prepare(model: Any, cfg: TrainConfig, *, replay: list[D.ReplayItem] | None = None) -> Plan:
-    """Split the concepts, build their vectors at the layer, measure residual norms, replay answers.
-
-    Replay prompts and replayed answers that mention a held-out word (any plural form) are left
-    out, so no training row shows one.
-    """
-    from introspect.engine.run.decode import generate
-    from introspect.engine.vectors import residuals
-
-    words = load_words(cfg.words_file)
-    train_words, replay_prompts = D.load_train_words(cfg.train_words_file)
-    split, vecs = S.make_split(model, cfg.layer, train_words, words.targets, words.baseline, seed=cfg.seed,
-                               heldout_frac=cfg.heldout_frac, rule=cfg.split, max_cos=cfg.max_cos,
-                               avoid=D.task_a_texts(), train_texts=D.training_texts(cfg.phrasings, replay_prompts))
-    train, held = list(split.train), list(split.heldout)
-    vectors = {w: vecs[w] for w in train}
-    prompts = [D.render(model.tokenizer, D.detection_conv(p, 1)) for p in cfg.phrasings]
-    starts = [pr.spans[D.P.FROM_MARK][0] for pr in prompts]
-    acts = residuals(model, prompts, [cfg.layer], positions=[list(range(s, len(pr))) for s, pr in zip(starts, prompts)])
-    resid = {p: float(a[0].norm(dim=-1).mean()) for p, a in zip(cfg.phrasings, acts)}
-    if replay is None:
-        clean = [q for q in replay_prompts if not any(leaks(q, w) for w in held)]
-        chosen = clean[:cfg.replay_prompts] if cfg.replay_frac > 0 else []
-        gens = generate(model, [D.render(model.tokenizer, D.Conversation.of(("user", q))) for q in chosen],
-                        max_new_tokens=cfg.replay_tokens) if chosen else []
-        eos = model.tokenizer.eos_token_id
-        replay = [D.ReplayItem(q, (*g.tokens, *((eos,) if g.stop_reason == "eos" and eos is not None else ())))
-                  for q, g in zip(chosen, gens)]
-        replay = [r for r in replay if r.ids
-                  and not any(leaks(model.tokenizer.decode(list(r.ids)), w) for w in held)]
-    return Plan(train, held, list(words.baseline), vectors, resid, replay, split)
-
-
-def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> InjectionSpec | None:
-    """The injection of a row: concept or random direction at strength × the residual norm."""
-    if ex.kind not in D.INJECTED_KINDS:
-        return None
-    norm = ex.strength * plan.resid[ex.phrasing]
-    if ex.kind == "gaussian":
-        g = torch.Generator().manual_seed(int(ex.noise_seed or 0))
-        v = torch.randn(len(next(iter(plan.vectors.values()))), generator=g)
-        v = v / v.norm()
-    else:
-        v = plan.vectors[str(ex.concept)]
-    return InjectionSpec(layer, norm, v, From(enc.from_pos))
-
-
 # ---------------------------------------------------------------- the loss
 def _keeps_logits(model: Any) -> bool:
     import inspect
@@ -183,8 +57,13 @@ def _keeps_logits(model: Any) -> bool:
 
 
 def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | None], *,
-               share_prefix: bool = True, stats: StepStats | None = None) -> torch.Tensor:
-    """Mean answer-token cross-entropy per row (a tensor ``[rows]``) under the rows' injections.
+               share_prefix: bool = True, stats: StepStats | None = None, name_weight: float = 1.0,
+               distill: bool = False) -> torch.Tensor:
+    """Mean answer-token cross-entropy per row (a tensor ``[rows]``) under the rows' injections,
+    the concept name's tokens weighted ``name_weight`` (rows that name the injected concept).
+    ``distill``: instead of the answer's tokens, the base model's whole next-token distribution
+    at each answer position is the target (KL from it, adapter switched off for the teacher pass):
+    replay rows then keep every probability, not only the greedy token.
 
     Layout per row: ``[shared prefix | left pad | own tokens]``, as the decode loop lays rows
     out; the shared prefix (before every row's first injected position) runs once without
@@ -212,30 +91,45 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
         ids[i, offsets[i]:] = torch.tensor(e.ids[lp:], dtype=torch.long)
         mask[i, lp + offsets[i]:] = 1
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    cache = None
-    if lp:
-        with torch.no_grad():
-            cache = _new_cache(model)
-            hf(input_ids=torch.tensor([first[:lp]], device=dev), attention_mask=mask[:1, :lp].to(dev),
-               position_ids=pos[:1, :lp].to(dev), **cache_kwargs(model, cache))
-            cache.reorder_cache(torch.zeros(g, dtype=torch.long, device=dev))
     k = max(e.n_answer for e in encs) + 1
-    kw: dict[str, Any] = dict(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos[:, lp:].to(dev),
-                              **cache_kwargs(model, cache))
-    if _keeps_logits(model):
-        kw["logits_to_keep"] = k
-    with injecting(model, specs, [e.prompt() for e in encs], offsets, lp) as inj:
-        inj.at(lp)
-        logits = hf(**kw).logits[:, -k:-1].float()
+
+    def forward() -> tuple[torch.Tensor, Any]:
+        cache = None
+        if lp:
+            with torch.no_grad():
+                cache = _new_cache(model)
+                hf(input_ids=torch.tensor([first[:lp]], device=dev), attention_mask=mask[:1, :lp].to(dev),
+                   position_ids=pos[:1, :lp].to(dev), **cache_kwargs(model, cache))
+                cache.reorder_cache(torch.zeros(g, dtype=torch.long, device=dev))
+        kw: dict[str, Any] = dict(input_ids=ids.to(dev), attention_mask=mask.to(dev),
+                                  position_ids=pos[:, lp:].to(dev), **cache_kwargs(model, cache))
+        if _keeps_logits(model):
+            kw["logits_to_keep"] = k
+        with injecting(model, specs, [e.prompt() for e in encs], offsets, lp) as inj:
+            inj.at(lp)
+            return hf(**kw).logits[:, -k:-1].float(), inj
+
+    teacher = None
+    if distill:  # the base model's own next-token distributions over the same tokens
+        with torch.no_grad(), adapter_off(model):
+            teacher = torch.log_softmax(forward()[0], -1)
+    logits, inj = forward()
     if stats is not None:
         stats.fired += sum(inj.fired.values())
         stats.rows += g
         stats.grad_tokens += int(mask[:, lp:].sum())
-    target = ids[:, -(k - 1):].to(logits.device)
-    nll = -torch.log_softmax(logits, -1).gather(-1, target[..., None])[..., 0]
-    keep = torch.zeros_like(nll, dtype=torch.bool)
+    logp = torch.log_softmax(logits, -1)
+    if teacher is not None:
+        nll = (teacher.exp() * (teacher - logp)).sum(-1)  # KL(base ‖ adapted) per token
+    else:
+        target = ids[:, -(k - 1):].to(logits.device)
+        nll = -logp.gather(-1, target[..., None])[..., 0]
+    keep = torch.zeros_like(nll)
     for i, e in enumerate(encs):
-        keep[i, -e.n_answer:] = True
+        keep[i, -e.n_answer:] = 1.0
+        if e.name is not None and name_weight != 1.0:  # the concept's name weighs more than the formula around it
+            a, b = e.name
+            keep[i, nll.shape[1] - e.n_answer + a:nll.shape[1] - e.n_answer + b] = name_weight
     return (nll * keep).sum(1) / keep.sum(1)
 
 
@@ -250,7 +144,8 @@ def step_loss(model: Any, plan: Plan, cfg: TrainConfig, rows: list[D.Example], *
     for name, idx in groups.items():
         sub = [encs[i] for i in idx]
         losses = group_loss(model, sub, [spec_for(rows[i], encs[i], plan, cfg.layer) for i in idx],
-                            share_prefix=cfg.share_prefix, stats=stats)
+                            share_prefix=cfg.share_prefix, stats=stats, name_weight=cfg.name_weight,
+                            distill=name == "replay" and cfg.replay_distill)
         parts.append(losses)
         by_kind[name] = float(losses.detach().mean())
     return torch.cat(parts).mean(), by_kind
@@ -279,6 +174,10 @@ def _atomic_text(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _replay_from(rows: list[Any]) -> list[R.ReplayItem]:
+    return [R.ReplayItem.from_json(r) for r in rows]
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:
@@ -371,7 +270,8 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
         check_resume(ckpt, ckpt_path, hashes)
     stats = stats if stats is not None else StepStats()
     t0 = time.perf_counter()
-    plan = prepare(model, cfg, replay=[D.ReplayItem(p, tuple(i)) for p, i in ckpt["replay"]] if ckpt else None)
+    plan = prepare(model, cfg, replay=(_replay_from(ckpt["replay"]), _replay_from(ckpt.get("replay_heldout", [])))
+                   if ckpt else None)
     assert plan.split is not None
     if ckpt is not None:
         check_resume(ckpt, ckpt_path, hashes, plan.split)
@@ -397,7 +297,8 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     for step in range(start, cfg.steps):
         rows = D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
                                phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
-                               replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix)
+                               replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix,
+                               siblings=plan.siblings, questions=plan.questions)
         for group in opt.param_groups:
             group["lr"] = lr_at(cfg, step)
         loss, parts = step_loss(model, plan, cfg, rows, stats=stats)
@@ -412,11 +313,16 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
             _atomic_save({"step": step + 1, "adapter": lora.adapter_state(model), "optim": opt.state_dict(),
                           "log": stats.log, "config": cfg.to_dict(), "base_fingerprint": base_fp,
-                          "replay": [(r.prompt, list(r.ids)) for r in plan.replay],
+                          "replay": [r.to_json() for r in plan.replay],
+                          "replay_heldout": [r.to_json() for r in plan.replay_heldout],
                           "split": plan.split.identity(), "word_files": hashes}, ckpt_path)
     bar.close()
     loop_s, cpu_s = time.perf_counter() - loop_t0, time.process_time() - cpu_t0
     _atomic_text(out / LOG, "".join(json.dumps(r) + "\n" for r in stats.log))
+    _atomic_text(out / REPLAY, json.dumps({"trained": [r.to_json() for r in plan.replay],
+                                           "heldout": [r.to_json() for r in plan.replay_heldout]}) + "\n")
+    t_gates = time.perf_counter()
+    gates = damage_gates(model, plan, cfg) if cfg.gates else None
     summary = {"steps": cfg.steps, "steps_this_run": cfg.steps - start, "seconds_prepare": round(prep_s, 1),
                "seconds_train": round(loop_s, 1),
                "seconds_per_step": round(loop_s / max(cfg.steps - start, 1), 3),
@@ -426,7 +332,9 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
                "loss_first": stats.log[0]["loss"] if stats.log else None,
                "loss_last": stats.log[-1]["loss"] if stats.log else None,
                "n_train_concepts": len(plan.train), "n_heldout_concepts": len(plan.heldout),
-               "split": cfg.split, "n_dropped_concepts": len(plan.split.dropped)}
+               "split": cfg.split, "n_dropped_concepts": len(plan.split.dropped),
+               "n_replay": len(plan.replay), "n_replay_heldout": len(plan.replay_heldout),
+               "seconds_gates": round(time.perf_counter() - t_gates, 1), "damage_gates": gates}
     meta = {"base_model": model_name or loadable_name(model), "base_name": info.name,
             "base_fingerprint": base_fp, "training": cfg.to_dict(),
             "train_concepts": plan.train, "heldout_concepts": plan.heldout, "split": plan.split.to_dict(),

@@ -1,0 +1,94 @@
+"""Everything that decides an adapter, as one frozen value: recorded in its metadata and checkpoints.
+
+Why a module of its own: the loop, the plan and the gates all read it, and a resume compares it
+whole (another config is another adapter).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from introspect.train import data as D
+from introspect.train import split as S
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides the adapter. Recorded in the adapter's metadata and checkpoints."""
+
+    layer: int
+    steps: int = 400
+    batch_size: int = 10
+    rank: int = 8
+    lora_alpha: float = 16.0
+    lr: float = 2e-3
+    warmup: int = 10
+    seed: int = 0
+    strength: tuple[float, float] = (0.15, 1.25)  # resid units
+    n_trials: int = 10  # "Trial N" numbers drawn from 1..n_trials
+    replay_frac: float = 0.3
+    replay_prompts: int = 1000  # how many neutral questions are replayed (each in R.SHAPES: 5 items)
+    replay_heldout: int = 10  # questions (with all their items) kept for the damage gates, at most a fifth
+    replay_tokens: int = 40
+    yes_no_heldout: float = 0.25  # share of the content rows' yes/no questions kept for the damage gates
+    name_weight: float = 3.0  # loss weight of the concept name's tokens in answers that name it
+    gates: bool = True  # measure the damage gates (train.gates) after training
+    replay_distill: bool = True  # replay rows learn the base model's distributions (KL), not just its tokens
+    heldout_frac: float = 0.1  # share of the training word list held out too (targets always are)
+    phrasings: tuple[str, ...] = D.PHRASINGS
+    checkpoint_every: int = 20
+    share_prefix: bool = True
+    words_file: str | None = None
+    train_words_file: str | None = None
+    mix: tuple[tuple[str, float], ...] = D.DEFAULT_MIX
+    split: str = "meaning"  # "meaning" (train.split) or "spelling" (the old plural-only rule)
+    max_cos: float = S.MAX_COS  # meaning split: held-out words' cosine to every training word stays below
+
+    def __post_init__(self) -> None:
+        bad = []
+        for name in ("steps", "batch_size", "rank", "n_trials", "checkpoint_every", "replay_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                bad.append(f"{name} must be an integer >= 1, got {v!r}")
+        if self.batch_size < 2:
+            bad.append(f"batch_size must be at least 2, got {self.batch_size}")
+        for name in ("lr", "lora_alpha", "name_weight"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                bad.append(f"{name} must be a finite number > 0, got {v!r}")
+        lo, hi = self.strength
+        if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi):
+            bad.append(f"strength range must satisfy 0 < lo <= hi, got {self.strength}")
+        if not 0 <= self.yes_no_heldout < 1:
+            bad.append(f"yes_no_heldout must be in [0, 1), got {self.yes_no_heldout}")
+        if not 0 <= self.replay_frac < 1:
+            bad.append(f"replay_frac must be in [0, 1), got {self.replay_frac}")
+        odd = [k for k, _ in self.mix if k not in D.KINDS]
+        if odd or not self.mix:
+            bad.append(f"unknown row kind {odd[:1]} in mix; use {', '.join(D.KINDS)}")
+        unknown = [p for p in self.phrasings if p not in D.PHRASINGS]
+        if unknown or not self.phrasings:
+            bad.append(f"unknown phrasing {unknown[:1]}; use {', '.join(D.PHRASINGS)}")
+        if self.split not in S.RULES:
+            bad.append(f"split must be one of {', '.join(S.RULES)}, got {self.split!r}")
+        if isinstance(self.max_cos, bool) or not isinstance(self.max_cos, (int, float)) or not 0 < self.max_cos < 1:
+            bad.append(f"max_cos must be in (0, 1), got {self.max_cos!r}")
+        if bad:
+            raise D.TrainDataError(bad[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self)))
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> TrainConfig:
+        names = {f.name for f in fields(TrainConfig)}
+        kw = {k: v for k, v in d.items() if k in names}
+        for k in ("strength", "phrasings"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
+        if "mix" in kw:
+            kw["mix"] = tuple((str(a), float(b)) for a, b in kw["mix"])
+        return TrainConfig(**kw)

@@ -1,0 +1,130 @@
+"""Damage gates: does the trained adapter leave the model's ordinary behaviour intact?
+
+Why gates and not just a loss: a positive control that answers every prompt with a detection
+report, or forgets how to answer "Is two plus two four?" once a concept is pushed into it, would
+score well on task A's detection question and tell us nothing. Three gates, all on prompts no
+training row showed (held-out replay questions in all their shapes; held-out yes/no questions and
+task A's own bias questions):
+
+* ``replay_identical`` ≥ 0.80: greedy answers identical to the base model's (and the mean
+  per-token KL from the base model's distribution to the adapter's over those answers, reported;
+  beside it the base model decoded again, adapter off: how identical greedy answers can be here);
+* ``detection_phrases`` ≤ 0.02: answers to prompts that ask nothing about thoughts (held-out
+  replay, clean yes/no questions) that report a detected thought;
+* ``content_answers`` ≥ 0.90: under a concept's injection, unrelated yes/no questions in the
+  trained framings answered on their content (a yes or no to the question), not with a
+  detection report or nothing; the base model's rate under the same injection is shown beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from introspect.engine.run.inject import From, InjectionSpec
+from introspect.grading.bias import grade_bias_answer
+from introspect.grading.detection import explicit_detection
+from introspect.tasks.prompts import load_bias_items
+from introspect.train import data as D
+
+if TYPE_CHECKING:
+    from introspect.train.config import TrainConfig
+    from introspect.train.plan import Plan
+
+GATES = {"replay_identical": (">=", 0.80), "detection_phrases": ("<=", 0.02), "content_answers": (">=", 0.90)}
+CONTENT_TOKENS = 24
+
+
+@contextmanager
+def adapter_off(model: Any) -> Iterator[None]:
+    """The base model, for as long as the block runs: every attached LoRA map switched off."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in model.original_model.modules() if isinstance(m, BaseTunerLayer)]
+    flags = [m.disable_adapters for m in layers]
+    for m in layers:
+        m._disable_adapters = True
+    try:
+        yield
+    finally:
+        for m, f in zip(layers, flags):
+            m._disable_adapters = f
+
+
+def _answer_kl(model: Any, prompt_ids: list[int], answer: list[int]) -> float:
+    """Mean over the answer's tokens of KL(base ‖ adapted) of the next-token distributions."""
+    hf, dev = model.original_model, model.cfg.device
+    ids = torch.tensor([[*prompt_ids, *answer]], device=dev)
+    n = len(answer)
+    with torch.no_grad():
+        adapted = torch.log_softmax(hf(input_ids=ids).logits[0, -n - 1:-1].float(), -1)
+        with adapter_off(model):
+            base = torch.log_softmax(hf(input_ids=ids).logits[0, -n - 1:-1].float(), -1)
+    return float((base.exp() * (base - adapted)).sum(-1).mean())
+
+
+def _passes(name: str, value: float | None) -> bool | None:
+    if value is None:
+        return None
+    op, bound = GATES[name]
+    return value >= bound if op == ">=" else value <= bound
+
+
+def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
+    """Measure the three gates on the trained (attached) adapter; figures, n and pass/fail."""
+    from introspect.engine.run.decode import generate
+
+    tok = model.tokenizer
+    eos = tok.eos_token_id
+    out: dict[str, Any] = {"gates": {k: f"{op} {b:g}" for k, (op, b) in GATES.items()}}
+    # 1. held-out replay: identical greedy answers, KL
+    held = plan.replay_heldout
+    prompts = [D.render(tok, r.conversation()) for r in held]
+    gens = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
+    same, kls, replies = 0, [], []
+    for r, p, g in zip(held, prompts, gens):
+        ids = (*g.tokens, *((eos,) if g.stop_reason == "eos" and eos is not None else ()))
+        same += ids == r.ids
+        kls.append(_answer_kl(model, list(p.ids), list(r.ids)))
+        replies.append(g.text)
+    with adapter_off(model):  # the floor: the base model itself, decoded again in this batch
+        again = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
+    base_same = sum((*g.tokens, *((eos,) if g.stop_reason == "eos" and eos is not None else ())) == r.ids
+                    for r, g in zip(held, again))
+    out["replay_n"] = len(held)
+    out["replay_identical"] = same / len(held) if held else None
+    out["replay_identical_base"] = base_same / len(held) if held else None
+    out["replay_kl"] = sum(kls) / len(kls) if kls else None
+    # 2. detection phrases where nothing asks about thoughts: held-out replay and clean yes/no questions
+    items = [*plan.gate_questions, *load_bias_items()]
+    convs = [D.detection_conv(cfg.phrasings[i % len(cfg.phrasings)], 1, question=q) for i, (q, _) in enumerate(items)]
+    cprompts = [D.render(tok, c) for c in convs]
+    clean = generate(model, cprompts, max_new_tokens=CONTENT_TOKENS) if items else []
+    texts = [*replies, *(g.text for g in clean)]
+    out["detection_phrases_n"] = len(texts)
+    out["detection_phrases"] = sum(map(explicit_detection, texts)) / len(texts) if texts else None
+    # 3. injected: answered on content (adapter, and the base model beside it)
+    mid = sum(cfg.strength) / 2
+    specs = [InjectionSpec(cfg.layer, mid * plan.resid[cfg.phrasings[i % len(cfg.phrasings)]],
+                           plan.vectors[plan.train[i % len(plan.train)]], From(p.spans[D.P.FROM_MARK][0]))
+             for i, p in enumerate(cprompts)]
+
+    def on_content(gs: list[Any]) -> float | None:
+        graded = [grade_bias_answer(g.text, right)["bias_answer"] for g, (_, right) in zip(gs, items)]
+        ok = sum(a in ("correct", "affirms_false", "denies_true") for a in graded)
+        return ok / len(graded) if graded else None
+
+    inj = generate(model, cprompts, specs, max_new_tokens=CONTENT_TOKENS) if items else []
+    with adapter_off(model):
+        base = generate(model, cprompts, specs, max_new_tokens=CONTENT_TOKENS) if items else []
+    out["content_n"] = len(items)
+    out["content_answers"] = on_content(inj)
+    out["content_answers_base"] = on_content(base)
+    out["content_reports_detection"] = (sum(map(explicit_detection, (g.text for g in inj))) / len(inj)) if inj else None
+    out["content_strength"] = mid
+    out["passed"] = {k: _passes(k, out[k]) for k in GATES}
+    out["all_passed"] = all(v is True for v in out["passed"].values())
+    return out

@@ -1,0 +1,142 @@
+"""What a training run works from: the concept split, vectors, residual norms, replay answers.
+
+Why a module of its own: everything here is computed once from the base model before the first
+step (and from the checkpoint on resume), and decides what the adapter can and cannot see; the
+loop only draws rows from it. Nothing a held-out item carries (a held-out concept, a held-out
+replay question, a held-out yes/no question) enters a training row.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from introspect.engine.run.inject import From, InjectionSpec
+from introspect.tasks.prompts import leaks, load_words
+from introspect.train import data as D
+from introspect.train import replay as R
+from introspect.train import split as S
+
+if TYPE_CHECKING:
+    from introspect.train.config import TrainConfig
+
+N_SIBLINGS = D.N_OPTIONS - 1
+
+
+@dataclass
+class Plan:
+    """What a run trains on: concepts, their vectors at the layer, residual norms, replay answers."""
+
+    train: list[str]
+    heldout: list[str]
+    baseline: list[str]
+    vectors: dict[str, torch.Tensor]  # unit vectors at cfg.layer
+    resid: dict[str, float]  # mean residual norm from the mark to the prompt's end, per phrasing (trial 1)
+    replay: list[R.ReplayItem]
+    split: S.Split | None = None  # the split's record (rule, nearest training word of each held-out word)
+    replay_heldout: list[R.ReplayItem] = field(default_factory=list)  # the damage gates' prompts, never trained
+    questions: list[tuple[str, str]] = field(default_factory=list)  # content rows' yes/no questions
+    gate_questions: list[tuple[str, str]] = field(default_factory=list)  # held-out yes/no questions (gates)
+    siblings: dict[str, list[str]] = field(default_factory=dict)  # nearest training concepts (choice rows)
+
+    def basis(self) -> torch.Tensor:
+        """The training concepts' unit vectors as rows ``[n, d]``."""
+        return torch.stack([self.vectors[w] for w in self.train]).float()
+
+    def scale(self) -> torch.Tensor:
+        """Per-coordinate RMS of the training concepts' unit vectors ``[d]``: the matched noise's
+        standard deviations (the variance profile of concept vectors, none of their directions)."""
+        return self.basis().pow(2).mean(0).sqrt()
+
+
+def nearest_siblings(vectors: dict[str, torch.Tensor], words: list[str], k: int = N_SIBLINGS) -> dict[str, list[str]]:
+    """Each word's ``k`` nearest other words by cosine of their vectors (choice rows' distractors)."""
+    if len(words) < 2:
+        return {}
+    m = torch.nn.functional.normalize(torch.stack([vectors[w] for w in words]).float(), dim=-1)
+    sim = m @ m.T
+    sim.fill_diagonal_(-2.0)
+    top = sim.topk(min(k, len(words) - 1), dim=-1).indices
+    return {w: [words[j] for j in top[i].tolist()] for i, w in enumerate(words)}
+
+
+def split_questions(items: tuple[tuple[str, str], ...], heldout_frac: float,
+                    seed: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(trained, held out) yes/no questions, seeded; held-out ones are the gates' only."""
+    idx = list(range(len(items)))
+    held = set(random.Random(f"yes-no:{seed}").sample(idx, round(heldout_frac * len(items))))
+    return [items[i] for i in idx if i not in held], [items[i] for i in idx if i in held]
+
+
+def prepare(model: Any, cfg: TrainConfig, *,
+            replay: list[R.ReplayItem] | tuple[list[R.ReplayItem], list[R.ReplayItem]] | None = None) -> Plan:
+    """Split the concepts, build their vectors at the layer, measure residual norms, replay answers.
+
+    ``replay``: the replay items already answered (a resume passes (trained, held out)); a list
+    is the trained ones. Replay items and yes/no questions that mention a held-out word (any
+    plural form) are left out, so no training row shows one.
+    """
+    from introspect.engine.vectors import residuals
+
+    words = load_words(cfg.words_file)
+    train_words, replay_prompts = D.load_train_words(cfg.train_words_file)
+    yes_no = D.load_yes_no(cfg.train_words_file)
+    split, vecs = S.make_split(model, cfg.layer, train_words, words.targets, words.baseline, seed=cfg.seed,
+                               heldout_frac=cfg.heldout_frac, rule=cfg.split, max_cos=cfg.max_cos,
+                               avoid=D.task_a_texts(),
+                               train_texts=D.training_texts(cfg.phrasings, replay_prompts, [q for q, _ in yes_no]))
+    train, held = list(split.train), list(split.heldout)
+    vectors = {w: vecs[w] for w in train}
+    prompts = [D.render(model.tokenizer, D.detection_conv(p, 1)) for p in cfg.phrasings]
+    starts = [pr.spans[D.P.FROM_MARK][0] for pr in prompts]
+    acts = residuals(model, prompts, [cfg.layer], positions=[list(range(s, len(pr))) for s, pr in zip(starts, prompts)])
+    resid = {p: float(a[0].norm(dim=-1).mean()) for p, a in zip(cfg.phrasings, acts)}
+
+    def clean(text: str) -> bool:
+        return not any(leaks(text, w) for w in held)
+
+    questions = [q for q in yes_no if clean(q[0])]
+    trained_q, gate_q = split_questions(tuple(questions), cfg.yes_no_heldout, cfg.seed)
+    if isinstance(replay, tuple):
+        rep, rep_held = list(replay[0]), list(replay[1])
+    elif replay is not None:
+        rep, rep_held = list(replay), []
+    else:
+        chosen = [q for q in replay_prompts if clean(q)][:cfg.replay_prompts] if cfg.replay_frac > 0 else []
+        items = R.build_replay(model, chosen, seed=cfg.seed, tokens=cfg.replay_tokens) if chosen else []
+        items = [r for r in items if clean(r.text) and clean(model.tokenizer.decode(list(r.ids)))]
+        held_q = R.heldout_questions(len(chosen), cfg.replay_heldout, cfg.seed)
+        held_text = {chosen[i] for i in held_q}  # nor as a multi-turn item's earlier turn
+        rep = [r for r in items if r.question not in held_q and not any(c in held_text for _, c in r.messages)]
+        rep_held = [r for r in items if r.question in held_q]
+    return Plan(train, held, list(words.baseline), vectors, resid, rep, split, rep_held, trained_q, gate_q,
+                nearest_siblings(vectors, train))
+
+
+def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> InjectionSpec | None:
+    """The injection of a row: a concept, an isotropic random direction (``gaussian``) or one
+    with the concept vectors' per-coordinate variances (``matched``), at strength × the residual norm.
+
+    Why the diagonal of the covariance, not all of it: an isotropic direction lacks the few
+    large coordinates every concept vector shares, so rejecting it is learned from them alone;
+    matched noise has them. The full covariance of n < d training vectors is a random mixture
+    *of those concepts*, which a detector should call a thought, and labelled "no" it teaches
+    the adapter to accept only the training directions. An adapter trained that way (2026-11-25,
+    smollm2 L20, 240 steps) said yes to held-out concepts as often as to a random direction
+    (0.17 vs 0.17, greedy check), to training concepts 0.83.
+    """
+    if ex.kind not in D.INJECTED_KINDS or (ex.kind == "content" and ex.concept is None):
+        return None
+    norm = ex.strength * plan.resid[ex.phrasing]
+    if ex.kind in ("gaussian", "matched"):
+        g = torch.Generator().manual_seed(int(ex.noise_seed or 0))
+        v = torch.randn(len(next(iter(plan.vectors.values()))), generator=g)
+        if ex.kind == "matched":
+            v = v * plan.scale()
+        v = v / v.norm()
+    else:
+        v = plan.vectors[str(ex.concept)]
+    return InjectionSpec(layer, norm, v, From(enc.from_pos))

@@ -1,0 +1,245 @@
+"""What the positive control learns from (introspect.train.data, .replay, .plan) and the damage gates
+(introspect.train.gates), on tiny random models.
+
+The rows must make naming the injected concept the thing to learn (contrast pairs that differ only
+in the name, options among the concept's nearest neighbours, name tokens weighted, "no" to a push
+inside the concept subspace that is no concept), the replay set must hold ≥ 300 items in three
+shapes with whole questions held out, the gates must measure the adapter against the base model,
+and training with the injection switched off must not teach the model to tell injected from clean.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+from introspect.engine.load.models import load_model
+from introspect.engine.run.decode import next_token_logprobs
+from introspect.train import data as D
+from introspect.train import gates as G
+from introspect.train import loop as L
+from introspect.train import lora
+from introspect.train import plan as PL
+from introspect.train import replay as R
+
+WORDS = ["pencil", "lemon", "bottle", "rabbit", "cabin", "piano", "tiger", "apple", "horse", "candle",
+         "kettle", "ladder", "wallet", "saddle"]
+QUESTIONS = (("Is snow cold?", "yes"), ("Is fire cold?", "no"), ("Do birds lay eggs?", "yes"),
+             ("Do fish have fur?", "no"))
+
+
+def rows(steps: int = 300, **kw) -> list[D.Example]:
+    base = dict(seed=1, batch_size=8, train=WORDS, phrasings=("paper", "short"), strength=(0.2, 1.2), n_trials=4,
+                replay_frac=0.25, n_replay=3, questions=QUESTIONS)
+    return [r for s in range(steps) for r in D.step_examples(s, **{**base, **kw})]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dir):
+    return load_model(str(tiny_dir("llama")))
+
+
+# ---------------------------------------------------------------- rows
+def test_contrast_twins_differ_only_in_the_concept_and_its_name(tiny):
+    tok = tiny.tokenizer
+    rs = rows()
+    twins = [(a, b) for a, b in zip(rs, rs[1:]) if a.kind == b.kind == "contrast" and a.concept != b.concept
+             and (a.phrasing, a.trial, a.strength) == (b.phrasing, b.trial, b.strength)]
+    assert len(twins) >= 50
+    assert sum(r.kind == "contrast" for r in rs) == 2 * len(twins)  # contrast rows come only in twins
+    for a, b in twins[:20]:
+        ea, eb = D.encode(tok, a), D.encode(tok, b)
+        assert ea.ids[:len(ea.ids) - ea.n_answer] == eb.ids[:len(eb.ids) - eb.n_answer]  # same prompt
+        assert a.answer.replace(str(a.concept), "X") == b.answer.replace(str(b.concept), "X")
+        for e, ex in ((ea, a), (eb, b)):  # the name's tokens, which the loss weighs name_weight times
+            i, j = e.name
+            ans = e.ids[len(e.ids) - e.n_answer:]
+            assert tok.decode(list(ans[i:j])).strip() == ex.concept
+
+
+def test_choice_rows_offer_the_concepts_nearest_neighbours():
+    vecs = {w: torch.randn(16, generator=torch.Generator().manual_seed(i)) for i, w in enumerate(WORDS)}
+    vecs["lemon"] = vecs["apple"] + 0.1 * vecs["lemon"]  # lemon's nearest is apple
+    sib = PL.nearest_siblings(vecs, WORDS)
+    assert sib["lemon"][0] == "apple" and sib["apple"][0] == "lemon" and len(sib["pencil"]) == D.N_OPTIONS - 1
+    rs = rows(siblings=sib)
+    choice = [r for r in rs if r.kind == "choice"]
+    none = [r for r in rs if r.kind == "choice_none"]
+    assert len(choice) > 20 and len(none) > 20
+    for r in choice:
+        assert r.concept in r.options and set(r.options) == {r.concept, *sib[r.concept]}
+        assert r.answer == D.YES.format(word=r.concept)
+    assert all(r.answer == D.NO and len(set(r.options)) == D.N_OPTIONS and r.concept is None for r in none)
+    conv = D.detection_conv("paper", 2, options=choice[0].options)
+    assert all(w in conv.messages[-1]["content"] for w in choice[0].options)
+
+
+def test_content_rows_ask_an_unrelated_question_answered_on_its_content(tiny):
+    rs = rows()
+    content = [r for r in rs if r.kind.startswith("content")]
+    assert {r.kind for r in content} == {"content", "content_clean"}
+    right = dict(QUESTIONS)
+    for r in content:
+        assert r.answer == D.CONTENT[right[str(r.question)]]
+        assert (r.concept is not None) == (r.kind == "content")
+        conv = D.detection_conv(r.phrasing, r.trial, question=r.question)
+        last = conv.messages[-1]["content"]
+        assert r.question in last and "detect" not in last.split(f"Trial {r.trial}")[-1]
+    assert not [r for r in rows(questions=()) if r.kind.startswith("content")]  # no questions, no content rows
+
+
+def test_matched_noise_has_the_concepts_variance_profile_and_none_of_their_directions():
+    d = 64
+    scale = torch.ones(d)
+    scale[:4] = 8.0  # a few large coordinates, as concept vectors share
+    vectors = {w: torch.nn.functional.normalize(torch.randn(d, generator=torch.Generator().manual_seed(i)) * scale,
+                                                dim=0) for i, w in enumerate(WORDS[:6])}
+    plan = PL.Plan(WORDS[:6], [], [], vectors, {"short": 2.0}, [])
+    basis = plan.basis()
+    sq = {"matched": torch.zeros(d), "gaussian": torch.zeros(d)}
+    outside: dict[str, list[float]] = {k: [] for k in sq}
+    for seed in range(100, 400):  # not the seeds that made the concept vectors
+        for kind in sq:
+            ex = D.Example(kind, "short", 1, None, None, 0.5, seed, D.NO)
+            spec = PL.spec_for(ex, D.Encoded(ex, (1, 2, 3), 0, 1), plan, 1)
+            v = spec.vector.float()
+            assert float(v.norm()) == pytest.approx(1.0, abs=1e-5) and spec.alpha == pytest.approx(1.0)
+            coef = torch.linalg.lstsq(basis.T, v[:, None]).solution
+            outside[kind].append(float((basis.T @ coef)[:, 0].sub(v).norm()))
+            assert max(abs(float(v @ b)) for b in basis) < 0.99  # never one of the concepts
+            sq[kind] += v ** 2
+    assert min(sum(x) / len(x) for x in outside.values()) > 0.3  # much of it outside the concepts' span
+    big = {k: float(x[:4].sum() / x.sum()) for k, x in sq.items()}  # share of the energy on the large coordinates
+    concept_big = float(basis[:, :4].pow(2).sum() / basis.pow(2).sum())
+    assert big["matched"] == pytest.approx(concept_big, abs=0.12) and big["gaussian"] < 0.15 < concept_big
+    ex = D.Example("content_clean", "short", 1, None, None, 0.0, question="Is snow cold?", answer="Yes.")
+    assert PL.spec_for(ex, D.Encoded(ex, (1, 2, 3), 0, 1), plan, 1) is None
+
+
+# ---------------------------------------------------------------- replay
+def test_replay_layouts_reach_300_items_in_three_shapes_held_out_by_question():
+    _, prompts = D.load_train_words()
+    lay = R.layouts(prompts, seed=0)
+    assert len(lay) >= 300 and len(lay) == sum(R.PER_QUESTION.values()) * len(prompts)
+    assert {s for s, *_ in lay} == set(R.SHAPES)
+    assert all(j is not None and j != i for s, i, j, _ in lay if s == "multi")
+    assert all(p in R.preambles() for s, _, _, p in lay if s == "preamble")
+    held = R.heldout_questions(len(prompts), 10, seed=0)
+    assert len(held) == 10 and held == R.heldout_questions(len(prompts), 10, seed=0)
+    assert sum(i in held for _, i, _, _ in lay) == 50  # the gates' 50 prompts
+    assert R.heldout_questions(4, 10, seed=0) == frozenset()  # at most a fifth
+
+
+def test_plan_keeps_heldout_replay_questions_out_of_every_trained_item(tiny, tmp_path):
+    p = tmp_path / "train_words.yaml"
+    prompts = [f"Tell me fact number {n}." for n in range(10)]
+    p.write_text(yaml.safe_dump({"words": WORDS, "replay_prompts": prompts, "yes_no_true": ["Is one less than two?"],
+                                 "yes_no_false": ["Is fire cold?", "Do fish have fur?", "Is ice hot?"]}))
+    cfg = L.TrainConfig(layer=1, replay_tokens=4, replay_heldout=2, train_words_file=str(p), split="spelling",
+                        heldout_frac=0.0, phrasings=("short",), yes_no_heldout=0.25)
+    plan = L.prepare(tiny, cfg)
+    held = {r.question for r in plan.replay_heldout}
+    assert len(held) == 2 and len(plan.replay_heldout) == 2 * sum(R.PER_QUESTION.values())
+    held_text = {prompts[i] for i in held}
+    for r in plan.replay:
+        assert r.question not in held and not any(c in held_text for _, c in r.messages)
+        assert r.ids
+    assert len(plan.gate_questions) == 1 and len(plan.questions) == 3
+    assert not {q for q, _ in plan.gate_questions} & {q for q, _ in plan.questions}
+    multi = next(r for r in plan.replay if r.shape == "multi")
+    assert [role for role, _ in multi.messages] == ["user", "assistant", "user"]
+
+
+# ---------------------------------------------------------------- gates
+def test_adapter_off_is_exactly_the_base_model_and_gates_see_the_difference(tiny_dir, tmp_path):
+    model = load_model(str(tiny_dir("llama")))
+    p = D.render(model.tokenizer, D.detection_conv("short", 1))
+    base = next_token_logprobs(model, [p])
+    lora.attach(model, 0, rank=4)
+    with torch.no_grad():
+        for n, w in model.original_model.named_parameters():
+            if "lora_B" in n:
+                w.normal_(0, 0.5, generator=torch.Generator().manual_seed(hash(n) % 1000))
+    moved = next_token_logprobs(model, [p])
+    assert not torch.allclose(base, moved, atol=1e-3)
+    with G.adapter_off(model):
+        assert torch.allclose(next_token_logprobs(model, [p]), base, atol=1e-5)
+    assert torch.allclose(next_token_logprobs(model, [p]), moved, atol=1e-5)  # back on afterwards
+    prompts = [f"Say the number {n}." for n in range(5)]
+    items = R.build_replay(model, prompts, seed=0, tokens=6)
+    with G.adapter_off(model):
+        base_items = R.build_replay(model, prompts, seed=0, tokens=6)
+    plan = PL.Plan(WORDS[:3], [], [], {w: torch.randn(model.cfg.d_model) for w in WORDS[:3]}, {"short": 1.0},
+                   [], replay_heldout=base_items, gate_questions=list(QUESTIONS))
+    cfg = L.TrainConfig(layer=0, replay_tokens=6, phrasings=("short",))
+    g = G.damage_gates(model, plan, cfg)
+    assert g["replay_n"] == len(base_items) and g["content_n"] == len(QUESTIONS) + len(D.P.load_bias_items())
+    assert g["replay_kl"] > 0.01 and g["replay_identical_base"] == 1.0
+    assert g["replay_identical"] < 1.0 and [r.ids for r in items] != [r.ids for r in base_items]
+    for k, (op, bound) in G.GATES.items():
+        assert g["passed"][k] == (g[k] >= bound if op == ">=" else g[k] <= bound)
+    plan.replay_heldout = items  # the adapter's own answers: identical by construction, KL measured on them
+    g2 = G.damage_gates(model, plan, cfg)
+    assert g2["replay_identical"] == 1.0
+
+
+# ---------------------------------------------------------------- the control's control
+def test_training_with_the_injection_switched_off_leaves_the_yes_gap(tiny_dir, tmp_path, monkeypatch):
+    """The same run with every injection removed sees yes and no rows with the same inputs: it
+    cannot learn to tell injected from clean, so P(yes) injected − P(yes) clean stays where it was,
+    while the run with the injection on moves it (the test in test_train, and here too)."""
+    p = tmp_path / "w.yaml"
+    p.write_text(yaml.safe_dump({"words": WORDS[:10], "replay_prompts": ["Say hi.", "Count to three."]}))
+    cfg = L.TrainConfig(layer=1, steps=60, batch_size=8, lr=1e-2, rank=8, warmup=2, replay_prompts=2,
+                        replay_tokens=6, checkpoint_every=1000, phrasings=("short",), strength=(0.5, 1.0),
+                        heldout_frac=0.0, n_trials=2, train_words_file=str(p), mix=(("positive", 0.5), ("clean", 0.5)),
+                        split="spelling", gates=False, replay_frac=0.25, replay_distill=False)
+
+    def gap(model, plan) -> float:
+        tok = model.tokenizer
+        yes, no = (tok(w, add_special_tokens=False)["input_ids"][0] for w in ("Yes", "No"))
+        pr = D.render(tok, D.detection_conv("short", 1))
+        out = []
+        for w in plan.train[:6]:
+            ex = D.Example("positive", "short", 1, w, None, 0.75)
+            spec = PL.spec_for(ex, D.Encoded(ex, pr.ids, 0, pr.spans["from"][0]), plan, 1)
+            lp = next_token_logprobs(model, [pr, pr], [spec, None]).exp()
+            out.append(float(lp[0, yes] / (lp[0, yes] + lp[0, no]) - lp[1, yes] / (lp[1, yes] + lp[1, no])))
+        return sum(out) / len(out)
+
+    moved = {}
+    for switched_off in (False, True):
+        model = load_model(str(tiny_dir("llama")))
+        plan = L.prepare(model, cfg)
+        before = gap(model, plan)
+        with monkeypatch.context() as m:
+            if switched_off:
+                m.setattr(L, "spec_for", lambda *a, **k: None)
+            L.train(model, cfg, tmp_path / f"a{switched_off}", progress=False)
+        moved[switched_off] = gap(model, plan) - before
+    assert moved[False] > 0.05, moved  # the injection on: the gap opens (0.08 when written)
+    assert abs(moved[True]) < 0.01, moved  # switched off: nothing to learn it from (0.0001)
+
+
+def test_replay_distillation_targets_the_base_models_distributions(tiny_dir):
+    """Replay rows learn the base model's whole next-token distribution: the loss is the KL from
+    it, exactly 0 while the adapter is a no-op and positive once it moves anything."""
+    model = load_model(str(tiny_dir("llama")))
+    lora.attach(model, 0, rank=4)
+    tok = model.tokenizer
+    items = R.build_replay(model, ["Say hi.", "Count to three.", "Name a colour."], seed=0, tokens=5)
+    encs = [D.encode(tok, D.Example("replay", "replay", replay=i), items) for i in range(len(items))]
+    specs = [None] * len(encs)
+    kl0 = L.group_loss(model, encs, specs, distill=True)
+    ce0 = L.group_loss(model, encs, specs)
+    assert torch.allclose(kl0, torch.zeros_like(kl0), atol=1e-5) and bool((ce0 > 0).all())
+    with torch.no_grad():
+        for n, w in model.original_model.named_parameters():
+            if "lora_B" in n:
+                w.normal_(0, 0.3, generator=torch.Generator().manual_seed(len(n)))
+    kl1 = L.group_loss(model, encs, specs, distill=True)
+    assert bool((kl1 > 1e-3).all())
+    kl1.sum().backward()  # the gradient reaches the adapter through the student pass only
+    assert any(p.grad is not None and float(p.grad.abs().sum()) > 0
+               for n, p in model.original_model.named_parameters() if "lora_" in n)
