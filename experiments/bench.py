@@ -23,7 +23,7 @@ Unless a line says otherwise, every generation makes exactly ``--new-tokens`` to
 - a quick task-A grid through the sweep runner vs a one-trial-at-a-time loop (target ≥ 10×), and
   the resume bookkeeping's share of sweep time (target ≤ 2%)
 - the positive control's training (``experiments.train_aware``): 5 timed steps extrapolated to
-  the full run, against its 20-minute budget (target ≤ 1×), with peak resident memory
+  the full run, against its 25-minute budget (target ≤ 1×), with peak resident memory
 """
 
 from __future__ import annotations
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
         from introspect.train.check import training_budget
 
         t = training_budget(args.model, steps=5)  # a fresh copy: training attaches LoRA in place
-        rows.append(("positive-control training: full run / 20-min budget", t["full_run_min"] / 20,
+        rows.append(("positive-control training: full run / 25-min budget", t["full_run_min"] / 25,
                      f"{t['full_run_min']:.1f} min est. for {t['full_steps']} steps at layer {t['layer']} "
                      f"({t['step_s']:.2f} s/step wall, {t['step_cpu_s']:.2f} s CPU, prepare {t['prepare_s']:.0f} s, "
                      f"{t['steps_timed']} steps timed), peak RSS {t['peak_rss_mib']:.0f} MiB (target ≤ 1×)"))

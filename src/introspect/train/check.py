@@ -59,7 +59,7 @@ def detection_check(model: Any, words: Sequence[str], layer: int, strength: floa
             "clean_answer": gens[0].text, "answers": {w: g.text for w, g in zip(words, gens[1:k + 1])}}
 
 
-def training_budget(model: Any = None, *, layer: int | None = None, steps: int = 5, batch_size: int = 8,
+def training_budget(model: Any = None, *, layer: int | None = None, steps: int = 5, batch_size: int | None = None,
                     full_steps: int | None = None, out: Path | str | None = None) -> dict[str, float]:
     """Time ``steps`` training steps of the default configuration and extrapolate the full run.
 
@@ -77,7 +77,8 @@ def training_budget(model: Any = None, *, layer: int | None = None, steps: int =
     load_s = time.perf_counter() - t0
     layer = int(layer if layer is not None else min(round(2 * model.cfg.n_layers / 3), model.cfg.n_layers - 2))
     full = int(full_steps or TrainConfig(layer=layer).steps)
-    cfg = TrainConfig(layer=layer, steps=steps, batch_size=batch_size, checkpoint_every=max(steps, 1))
+    batch_size = int(batch_size or TrainConfig(layer=layer).batch_size)
+    cfg = TrainConfig(layer=layer, steps=steps, batch_size=batch_size, checkpoint_every=max(steps, 1), gates=False)
     with tempfile.TemporaryDirectory() as tmp:
         s = train(model, cfg, Path(out or tmp) / "adapter", progress=False)
     per_step = float(s["seconds_per_step"])
