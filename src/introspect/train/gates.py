@@ -11,8 +11,9 @@ task A's own bias questions):
   beside it the base model decoded again, adapter off: how identical greedy answers can be here);
 * ``detection_phrases`` ≤ 0.02: answers to prompts that ask nothing about thoughts (held-out
   replay, clean yes/no questions) that report a detected thought;
-* ``content_answers`` ≥ 0.90: under a concept's injection, unrelated yes/no questions in the
-  trained framings answered on their content (a yes or no to the question), not with a
+* ``content_answers`` ≥ 0.90: under a training concept's injection (the training vectors in
+  turn, at the middle of the trained strengths), unrelated yes/no questions in the trained
+  framings answered on their content (a yes or no to the question), not with a
   detection report or nothing; the base model's rate under the same injection is shown beside it.
 """
 

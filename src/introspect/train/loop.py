@@ -36,7 +36,7 @@ from introspect.train.plan import Plan, prepare, spec_for  # noqa: F401  (the lo
 MIN_PREFIX = 8  # shorter shared preambles are not worth a separate pass
 CHECKPOINT = "checkpoint.pt"
 LOG = "train_log.jsonl"
-REPLAY = "replay.json"  # the base model's replayed answers, trained and held out (the gates read them)
+REPLAY = "replay.json"  # the base model's replayed answers, trained and held out: the gates can be measured again
 
 
 @dataclass
