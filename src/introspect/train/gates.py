@@ -30,6 +30,7 @@ from introspect.grading.bias import grade_bias_answer
 from introspect.grading.detection import explicit_detection
 from introspect.tasks.prompts import load_bias_items
 from introspect.train import data as D
+from introspect.train import replay as R
 
 if TYPE_CHECKING:
     from introspect.train.config import TrainConfig
@@ -87,14 +88,12 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     gens = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
     same, kls, replies = 0, [], []
     for r, p, g in zip(held, prompts, gens):
-        ids = (*g.tokens, *((eos,) if g.stop_reason == "eos" and eos is not None else ()))
-        same += ids == r.ids
+        same += R.answer_ids(g, eos) == r.ids
         kls.append(_answer_kl(model, list(p.ids), list(r.ids)))
         replies.append(g.text)
     with adapter_off(model):  # the floor: the base model itself, decoded again in this batch
         again = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
-    base_same = sum((*g.tokens, *((eos,) if g.stop_reason == "eos" and eos is not None else ())) == r.ids
-                    for r, g in zip(held, again))
+    base_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, again))
     out["replay_n"] = len(held)
     out["replay_identical"] = same / len(held) if held else None
     out["replay_identical_base"] = base_same / len(held) if held else None

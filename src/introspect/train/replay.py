@@ -82,6 +82,11 @@ def layouts(questions: Sequence[str], seed: int) -> list[tuple[str, int, int | N
     return out
 
 
+def answer_ids(gen: Any, eos: int | None) -> tuple[int, ...]:
+    """A generation's ids as a replayed answer: the end-of-turn token kept when it ended there."""
+    return (*gen.tokens, *((eos,) if gen.stop_reason == "eos" and eos is not None else ()))
+
+
 def build_replay(model: Any, questions: Sequence[str], *, seed: int, tokens: int) -> list[ReplayItem]:
     """Every item of ``layouts``, answered greedily by ``model`` as it is now (call before training).
 
@@ -95,7 +100,7 @@ def build_replay(model: Any, questions: Sequence[str], *, seed: int, tokens: int
 
     def answer(convs: list[Conversation]) -> list[tuple[int, ...]]:
         gens = generate(model, [render(tok, c) for c in convs], max_new_tokens=tokens) if convs else []
-        return [(*g.tokens, *((eos,) if g.stop_reason == "eos" and eos is not None else ())) for g in gens]
+        return [answer_ids(g, eos) for g in gens]
 
     plan = layouts(questions, seed)
     singles = answer([Conversation.of(("user", q)) for q in questions])
