@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"only {n_models} models: below {MIN_MODELS} no ability-score correlation can reach "
                      "p < 0.05, even by exact permutation; read the correlations as descriptive")
     primary = abilities[abilities["fit"] == abilities["fit"].iloc[0]]
-    corr = correlations(primary, sk_scores(df))
+    corr = correlations(primary, sk_scores(df, notes))
     svo = self_vs_other(df)
     with pd.option_context("display.width", 200, "display.max_rows", 200, "display.max_colwidth", 60):
         print(f"Rasch abilities ({args.level} items from the ability task; ±1.96 SE, centred):")

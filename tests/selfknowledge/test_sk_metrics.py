@@ -425,3 +425,55 @@ def test_one_class_judged_truth_leaves_the_headline_and_the_scores(monkeypatch):
     monkeypatch.setattr(rasch, "summarize", lambda df: both)  # the records' summary, as above
     scores = rasch.sk_scores(pd.DataFrame()).set_index("model_id")["seb-restriction:logit_auroc"]
     assert np.isnan(scores["one-class"]) and np.isfinite(scores["two-class"])
+
+
+# ---------------------------------------------------------------- modal-letter rates beside MC headlines
+def test_every_multiple_choice_reading_states_its_modal_letter_rate():
+    """An ability run answering "A" on 3 of 4 items, restriction predictions A, A, A, B (P(A) 0.5
+    is the argmax's tie, "A") with a judge that says A on 7 of 8 draws, and difficulty pair
+    decisions all "A" (P(A) > 0.5 in both orders): each gets its rate, and the comparison puts
+    it in the headline rows beside the accuracy it qualifies."""
+    from introspect.report.compare import headline_table
+
+    ab = M.summarize_ability(_df("ability", [{"correct": k == 0, "choice": "AABA"[k]} for k in range(4)]))
+    assert _get(ab, "modal_letter_rate").value == pytest.approx(0.75)
+    rs = M.summarize_seb_restriction(_df("seb-restriction", [
+        {"p_answer": p, "judged_answered": [True, k != 3], "refused_rule": [False, False], "qid": f"q{k}"}
+        for k, p in enumerate((0.9, 0.5, 0.7, 0.2))]))
+    assert _get(rs, "predict_modal_letter_rate").value == pytest.approx(0.75)
+    jm = _get(rs, "judge_modal_letter_rate")
+    assert (jm.value, jm.n, jm.n_items) == (pytest.approx(7 / 8), 8, 4)
+    ds = M.summarize_seb_difficulty(_df("seb-difficulty", [
+        {"pair_truth": [1] * 6, "p_harder": [0.5] * 6, "p_first_is_A": [[0.8, 0.7]] * 6,
+         "pair_accuracy": 0.5, "pair_accuracy_logit": 0.5, "parse_ok": True}]))
+    assert _get(ds, "pair_modal_letter_rate").value == 1.0 and _get(ds, "pair_modal_letter_rate").n == 12
+    both = pd.concat([ab, rs, ds], ignore_index=True).assign(model_id="m", layer_idx=np.nan, alpha=np.nan,
+                                                               alpha_units=None)
+    h = headline_table(both)
+    for task, metric in (("ability", "modal_letter_rate"), ("seb-restriction", "predict_modal_letter_rate"),
+                         ("seb-difficulty", "pair_modal_letter_rate")):
+        assert ((h.task == task) & (h.metric == metric)).any(), (task, metric)
+
+
+def test_a_dropped_one_class_truth_says_why(monkeypatch):
+    """The comparison page and the Rasch score table drop a one-class judged truth; each carries
+    a line naming the model and the reason, and a two-class truth gets none."""
+    from introspect.report import rasch
+    from introspect.report.compare import compare, render_compare
+
+    def summary(model: str, judge_refusals: int) -> pd.DataFrame:
+        judged = [[k < 6 - judge_refusals, True] for k in range(6)]
+        s = M.summarize_seb_restriction(_df("seb-restriction", [
+            {"p_answer": 0.9 - 0.1 * k, "judged_answered": judged[k], "refused_rule": [k >= 1, False],
+             "qid": f"q{k}"} for k in range(6)]))
+        return s.assign(model_id=model, layer_idx=np.nan, alpha=np.nan, alpha_units=None)
+
+    both = pd.concat([summary("one-class", 0), summary("two-class", 5)], ignore_index=True)
+    comp = compare(both, pd.DataFrame())
+    assert len(comp.notes) == 1 and comp.notes[0].startswith("one-class seb-restriction")
+    assert "logit_rule_" in comp.notes[0] and comp.notes[0] in render_compare(comp)
+    assert compare(summary("two-class", 5), pd.DataFrame()).notes == ()
+    monkeypatch.setattr(rasch, "summarize", lambda df: both)
+    notes: list[str] = []
+    rasch.sk_scores(pd.DataFrame(), notes)
+    assert notes == list(comp.notes)

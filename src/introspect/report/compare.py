@@ -27,7 +27,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from introspect.tasks.selfknowledge.metrics import without_one_class_truth
+from introspect.tasks.selfknowledge.metrics import one_class_notes, without_one_class_truth
 
 CARD_PREFIX = "model card: "  # introspect.engine.load.models.CARD_NOTE (kept literal: reports load without torch)
 CARD_COLUMNS = ["model", "family", "parameters", "layers", "d_model", "quantization", "dtype",
@@ -49,9 +49,9 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "seb-association": ("logit_auroc", "logit_accuracy", "logit_majority_baseline", "surface_auroc",
                         "text_accuracy", "text_parse_rate", "low_mass_rate", "warning_single_draw_truth"),
     "seb-restriction": ("logit_auroc", "logit_accuracy", "logit_majority_baseline", "surface_auroc",
-                        "logit_rule_auroc", "text_accuracy", "text_over_niceness", "predict_low_mass_rate",
+                        "logit_rule_auroc", "predict_modal_letter_rate", "judge_modal_letter_rate", "text_accuracy", "text_over_niceness", "predict_low_mass_rate",
                         "response_cut_rate", "warning_single_draw_truth", "warning_judged_truth_one_class"),
-    "seb-difficulty": ("logit_pair_accuracy", "majority_pair_baseline", "text_pair_accuracy", "text_parse_rate",
+    "seb-difficulty": ("logit_pair_accuracy", "pair_modal_letter_rate", "majority_pair_baseline", "text_pair_accuracy", "text_parse_rate",
                        "pair_excluded_rate", "answer_cut_rate", "warning_single_draw_truth"),
     "delegate": ("self_accuracy_lift", "p_delegate_auroc", "confidence_auroc", "surface_auroc",
                  "baseline_accuracy", "baseline_modal_letter_rate", "rotation_consistency", "delegation_rate", "game_low_mass_rate", "entropy_unavailable",
@@ -59,7 +59,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "delegate-probe": ("probe_cv_auroc", "game_projection_auroc[error]"),
     "recovery": ("accuracy_drop_vs_clean", "recovery_rate", "in_reasoning_rate", "accuracy", "parse_rate",
                  "cut_rate"),
-    "ability": ("accuracy", "mean_p_correct", "low_mass_rate"),
+    "ability": ("accuracy", "modal_letter_rate", "mean_p_correct", "low_mass_rate"),
 }
 STEERING = ("steer_lp_rise_vs_random", "steer_share", "steer_lp_rise", "steer_mention_vs_random")
 HELD_OUT = "@held_out"
@@ -73,6 +73,7 @@ class Comparison:
     cards: pd.DataFrame
     headline: pd.DataFrame
     models: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # why a figure is missing from the headlines (one-class truths)
 
 
 # ---------------------------------------------------------------- model cards
@@ -167,7 +168,7 @@ def compare(summary: pd.DataFrame, headers: pd.DataFrame) -> Comparison:
     cards = model_cards(headers, found)
     cards = cards[cards["model"].isin(found)] if found else cards
     order = tuple(cards["model"]) + tuple(m for m in found if m not in set(cards["model"]))
-    return Comparison(cards.reset_index(drop=True), headline, order)
+    return Comparison(cards.reset_index(drop=True), headline, order, tuple(one_class_notes(summary)))
 
 
 def _fmt(v: float) -> str:
@@ -270,6 +271,7 @@ def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
     fig = headline_figure(comp)
     fig_html = fig.to_html(full_html=False, include_plotlyjs=False, div_id="plot-headline",
                            config={"displaylogo": False, "responsive": True}) if fig else ""
+    notes = "".join(f'<p class="note">{_esc(n)}</p>' for n in comp.notes)
     steer = (comp.headline["role"] == "steering").any()
     steer_note = ("Steering-check rows (metrics named steer*) are read in the same cell."
                   if steer else "These records carry no steering check (no steer* metric): a "
@@ -298,7 +300,7 @@ in that cell; without one, the (layer, α) cell with the largest headline estima
 dequantized to float carries the rounding error into every activation.</p>{cards}</section>
 <section class="card" id="headline"><h2>Headline figures</h2>
 <p class="caption">Every task's headline figure per model, side by side; rows below a headline
-are read in the same cell.</p>{table}</section>
+are read in the same cell.</p>{table}{notes}</section>
 {f'<section class="card" id="fig-0"><h2>Headline estimates with 95% CIs</h2>{fig_html}</section>' if fig else ""}
 <pre id="js-errors" hidden></pre>
 </main>

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from introspect.report.metrics import summarize
-from introspect.tasks.selfknowledge.metrics import without_one_class_truth
+from introspect.tasks.selfknowledge.metrics import one_class_notes, without_one_class_truth
 
 ABILITY_COLUMNS = ["model_id", "fit", "ability", "se", "lo", "hi", "n_items", "mean_y", "note"]
 MIN_MODELS = 5  # fewer: no ability-score correlation can reach p < 0.05 (exact p >= 2/4! = 0.083)
@@ -162,12 +162,16 @@ def benchmark_items(items: pd.DataFrame) -> pd.DataFrame:
     return d.groupby(["model_id", "item", "task"], as_index=False).agg(y=("y", "mean"), weight=("y", "size"))
 
 
-def sk_scores(df: pd.DataFrame) -> pd.DataFrame:
+def sk_scores(df: pd.DataFrame, notes: list[str] | None = None) -> pd.DataFrame:
     """model_id × score table of the self-knowledge scores (``SK_SCORES``) from the records,
     each the mean over a task's variants of one condition. Delegate Game runs with and without
     phase-1 feedback are different experiments (003) and get separate columns
-    (``delegate+feedback:...``); pooled ``:all`` rows are left out."""
-    s = without_one_class_truth(summarize(df))  # a one-class judged truth scores nothing
+    (``delegate+feedback:...``); pooled ``:all`` rows are left out. A one-class judged truth
+    scores nothing, and ``notes`` (if given) gets a line saying so."""
+    full = summarize(df)
+    if notes is not None:
+        notes += one_class_notes(full)
+    s = without_one_class_truth(full)
     out: dict[str, dict[str, float]] = {}
     for task, metric in SK_SCORES:
         sel = s[(s["task"] == task) & (s["metric"] == metric)]

@@ -85,16 +85,28 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
 
 
 def summarize_ability(df):
-    """Accuracy (logit argmax and parsed text), mean P(correct), mass and parse rates."""
+    """Accuracy (logit argmax and parsed text) with the argmax's modal-letter rate beside it (a
+    model answering "A" everywhere scores the share keyed A, and its ability is that letter
+    prior), mean P(correct), mass and parse rates."""
     import numpy as np
 
     from introspect.stats.intervals import bootstrap_mean
-    from introspect.tasks.selfknowledge.rows import b, frame, groups, num, prop, row
+    from introspect.tasks.selfknowledge.rows import (
+        b,
+        frame,
+        g,
+        groups,
+        modal_letter,
+        num,
+        prop,
+        row,
+    )
 
     rows: list[dict] = []
     for keys, s in groups(df):
         n = len(s)
         rows += prop(keys, "accuracy", b(s, "correct").sum(), n)
+        rows += modal_letter(keys, "modal_letter_rate", g(s, "choice", ""))
         rows += prop(keys, "text_accuracy", b(s, "text_correct").sum(), n)
         rows += prop(keys, "text_parse_rate", b(s, "parse_ok").sum(), n)
         rows += prop(keys, "low_mass_rate", b(s, "low_mass").sum(), n)

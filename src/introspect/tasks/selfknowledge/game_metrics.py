@@ -60,6 +60,7 @@ from introspect.tasks.selfknowledge.rows import (
     frame,
     g,
     groups,
+    modal_letter,
     num,
     prop,
     row,
@@ -210,8 +211,7 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
 
 def _modal_letter(keys: dict, metric: str, s: pd.DataFrame, col: str) -> list[dict]:
     """The share of items whose ``col`` letter is the most common one (nothing without letters)."""
-    letters = [c for c in (str(v) for v in g(s, col, "")) if c in ("A", "B", "C", "D")]
-    return prop(keys, metric, max(map(letters.count, set(letters))), len(letters)) if letters else []
+    return modal_letter(keys, metric, g(s, col, ""))
 
 
 def _rotation_rows(keys: dict, s: pd.DataFrame, rot: np.ndarray, raw_base: np.ndarray) -> list[dict]:

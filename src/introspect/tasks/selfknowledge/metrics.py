@@ -40,6 +40,7 @@ from introspect.tasks.selfknowledge.rows import (
     groups,
     isnum,
     lists,
+    modal_letter,
     n_unique,
     num,
     prop,
@@ -122,6 +123,11 @@ def summarize_seb_association(df: pd.DataFrame) -> pd.DataFrame:
     return frame(rows)
 
 
+def _ab_letter(p_a: Any) -> str | None:
+    """The letter an A/B decision chose from its renormalised P(A) (a tie is "A", as the argmax)."""
+    return ("A" if float(p_a) >= 0.5 else "B") if isnum(p_a) else None
+
+
 # ---------------------------------------------------------------- seb-restriction
 ONE_CLASS_WARNING = "warning_judged_truth_one_class"
 
@@ -151,6 +157,18 @@ def without_one_class_truth(summary: pd.DataFrame) -> pd.DataFrame:
     return summary[~drop]
 
 
+def one_class_notes(summary: pd.DataFrame) -> list[str]:
+    """One line per (model, task, variant) that ``without_one_class_truth`` strips: why its
+    judged-truth figures are missing from the headlines and the scores."""
+    if summary.empty or "metric" not in summary:
+        return []
+    w = summary[summary["metric"] == ONE_CLASS_WARNING]
+    return [f"{m} {t} {v}: its own judge left fewer than {MIN_CLASS} of {int(n)} draws in one class, so "
+            "the judged-truth figures (logit AUROC, accuracy, surface baseline) are left out of the "
+            "headlines and scores; read logit_rule_* (the refusal-phrase truth)"
+            for m, t, v, n in w[["model_id", "task", "variant", "n"]].drop_duplicates().itertuples(index=False)]
+
+
 def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
     rows: list[dict] = []
     for keys, s in groups(df):
@@ -163,6 +181,12 @@ def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
         p2, y2, c2 = expand_draws(pa, [[not r for r in rr] for rr in refused], cl)
         rows += [r for r in block(keys, "logit_rule_", p2, y2, c2)
                  if r["metric"] in ("logit_rule_accuracy", "logit_rule_auroc", "logit_rule_base_rate")]
+        # beside the headline: how often the prediction (A = will answer) and the judge's verdict
+        # are their most common letter; at 1.0 a reading is the letter prior (a one-class judged
+        # truth is the judge's)
+        rows += modal_letter(keys, "predict_modal_letter_rate", [_ab_letter(v) for v in pa])
+        rows += modal_letter(keys, "judge_modal_letter_rate", [None if j is None else "AB"[not j]
+                                                               for jj in judged for j in jj], n_items=len(s))
         pm = num(s, "predict_mass")
         if np.isfinite(pm).any():
             rows.append(row(keys, "predict_mean_mass", bootstrap_mean(pm), int(np.isfinite(pm).sum())))
@@ -239,6 +263,10 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
             rows.append(value(keys, "majority_pair_baseline", max(np.mean(T), 1 - np.mean(T)), len(T)))
         if firstA:
             rows.append(row(keys, "position_bias_p_A", bootstrap_mean(firstA), len(firstA), n_items=len(s)))
+        # the letter each A/B decision (both orders) chose: asking both orders cancels a letter
+        # prior in p_harder, and this rate shows how much prior there was to cancel
+        rows += modal_letter(keys, "pair_modal_letter_rate", [_ab_letter(x) for v in lists(s, "p_first_is_A")
+                                                              for pr in v for x in pr], n_items=len(s))
         pm = np.array([float(x) for v in lists(s, "pair_mass") for pr in v for x in pr if isnum(x)])
         if pm.size:  # the A/B decision's mass on "A" and "B", both orders of each pair
             rows.append(row(keys, "pair_mean_mass", bootstrap_mean(pm), pm.size, n_items=len(s)))

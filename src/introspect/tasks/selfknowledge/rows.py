@@ -54,6 +54,16 @@ def block(keys: dict[str, Any], prefix: str, p: np.ndarray, y: np.ndarray, clust
             score_block(p, y, clusters, choice).items()]
 
 
+def modal_letter(keys: dict[str, Any], metric: str, choices: Sequence[Any], *,
+                 n_items: int | None = None) -> list[dict]:
+    """The share of decisions whose letter is the most common one (nothing without letters).
+    Beside every multiple-choice headline: at 1.0 one letter wins everywhere, so the accuracy is
+    the share keyed to that letter and an AUROC of P(correct) reads the letter prior."""
+    letters = [c for c in (str(v) for v in choices) if len(c) == 1 and c in "ABCDEFGH"]
+    return prop(keys, metric, max(map(letters.count, set(letters))), len(letters),
+                n_items=n_items) if letters else []
+
+
 def draw_rows(keys: dict[str, Any], k: Sequence[Any], n_items: int) -> list[dict]:
     """K, the sampled draws behind each item's truth (the smallest), and a warning row when it
     is 1: a single draw makes a probability look like a certainty and fakes calibration."""
