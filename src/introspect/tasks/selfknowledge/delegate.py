@@ -70,6 +70,7 @@ from introspect.tasks.selfknowledge.common import (
 )
 from introspect.tasks.selfknowledge.parse import is_delegation, parse_letter
 from introspect.tasks.selfknowledge.shortanswer import ShortGrade, grade_short, judges_for
+from introspect.tasks.selfknowledge.surface import surface
 
 Question = MCQuestion | ShortQuestion
 BASELINE_MC = "Answer the following question.\n\n{q}\nReply with one letter: A, B, C or D."
@@ -442,15 +443,6 @@ def grade_game(q: Question, b: dict[str, Any], d: Any, text: str, acc: float, ma
         # rotations (letter-free baseline): the raw rotation-0 reading beside the decision above
         **{f"baseline_{k}": b[k] for k in ROTATION_FIELDS if k in b},
     }
-
-
-def surface(q: Question) -> dict[str, Any]:
-    """Surface features a heuristic could use instead of introspection (003's controls)."""
-    text = _show(q)
-    return {"question_length": len(q.question), "n_words": len(text.split()),
-            "digit_fraction": sum(c.isdigit() for c in text) / max(1, len(text)),
-            "topic": getattr(q, "topic", "") or "", "human_difficulty": getattr(q, "difficulty", "") or "",
-            "answer_type": getattr(q, "answer_type", "") or ""}
 
 
 register(TaskSpec("delegate", "Delegate Game (003): answer or delegate to a teammate after a "

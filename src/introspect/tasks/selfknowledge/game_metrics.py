@@ -68,19 +68,7 @@ from introspect.tasks.selfknowledge.rows import (
     with_source,
     z,
 )
-
-
-def surface_frame(s: pd.DataFrame) -> pd.DataFrame:
-    """Surface controls: z-scored length and digit share, topic, human-difficulty and
-    answer-type dummies (a constant column is left out by the fits)."""
-    X = pd.DataFrame({"question_length_z": z(num(s, "question_length")),
-                      "digit_fraction_z": z(num(s, "digit_fraction"))}, index=range(len(s)))
-    for col in ("topic", "human_difficulty", "answer_type"):
-        cats = pd.Series([str(v) for v in g(s, col, "")])
-        if cats.nunique() > 1:
-            d = pd.get_dummies(cats, prefix=col, drop_first=True, dtype=float)
-            X = pd.concat([X, d.reset_index(drop=True)], axis=1)
-    return X.fillna(0.0)
+from introspect.tasks.selfknowledge.surface import surface_frame
 
 
 def usable(x: np.ndarray) -> bool:
