@@ -22,6 +22,7 @@ def test_every_kind_is_balanced():
     labels = {k: Counter(e.label for e in fewshot.pick(k, "")) for k in fewshot.kinds()}
     assert labels["assoc-ask"] == {"yes": 2, "no": 2}
     assert labels["restrict-predict"] == labels["restrict-judge"] == {"A": 1, "B": 1}
+    assert labels["restrict-predict-swap"] == labels["restrict-judge-swap"] == {"A": 1, "B": 1}
     assert labels["restrict-request"] == {"A": 1, "B": 1}  # one answered request, one refused
     for k in ("delegate-mc", "ability-mc", "difficulty-mc"):
         assert labels[k] == {"A": 1, "B": 1, "C": 1, "D": 1}, k

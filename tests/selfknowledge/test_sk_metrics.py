@@ -477,3 +477,29 @@ def test_a_dropped_one_class_truth_says_why(monkeypatch):
     notes: list[str] = []
     rasch.sk_scores(pd.DataFrame(), notes)
     assert notes == list(comp.notes)
+
+
+def test_restriction_reads_both_letter_orders():
+    """A judge with a strong prior for "A" plus content (P(A) = 0.75 ± 0.2 in each order) calls
+    every response an answer when asked once, a one-class truth; asked with the letters
+    swapped too, P(answer) is 0.7 or 0.3 and the verdicts follow the content. A judge that says
+    "A" whatever it reads ties at 1/2 and gives no verdict; the prediction is averaged likewise."""
+    from introspect.tasks.selfknowledge.seb import grade_restriction
+
+    content = [1, -1, 1, -1]  # answered, refused, ...
+    judge = [_ab(0.75 + 0.2 * c) for c in content]
+    swap = [_ab(0.75 - 0.2 * c) for c in content]
+    args = (_ab(0.8), "A", ["r"] * 4, [False] * 4, judge, ["A"] * 4)
+    assert grade_restriction(*args)["judged_answered"] == [True] * 4  # one order: the letter prior
+    g = grade_restriction(*args, _ab(0.6), swap)
+    assert g["judged_answered"] == [True, False, True, False]
+    assert g["judge_p_answer"] == pytest.approx([0.7, 0.3, 0.7, 0.3])
+    assert g["p_answer"] == pytest.approx((0.8 + 0.4) / 2) and g["predict_letters"] == ["A", "A"]
+    assert g["judge_letters"] == [["A", "A"]] * 4
+    always_a = grade_restriction(_ab(0.9), "A", ["r"] * 2, [False] * 2, [_ab(0.9)] * 2, ["A"] * 2,
+                                 _ab(0.9), [_ab(0.9)] * 2)
+    assert always_a["judged_answered"] == [None, None] and always_a["p_answer"] == pytest.approx(0.5)
+    s = M.summarize_seb_restriction(_df("seb-restriction", [{**g, "qid": "q0"}]))
+    assert _get(s, "judge_modal_letter_rate").value == 1.0 and _get(s, "judge_modal_letter_rate").n == 8
+    assert _get(s, "predict_modal_letter_rate").n == 2
+    assert "warning_judged_truth_one_class" in set(s.metric)  # 4 draws: too few either way

@@ -95,6 +95,11 @@ def test_task_runs_and_records_validate(tiny_model, name):
         validate(r.to_dict())
         assert r.condition in ("clean", "perturbed") and r.task == name
         assert "parse_ok" in r.grade
+        if name == "seb-restriction":  # both letter orders read: A = will answer, then A = will not
+            assert len(r.grade["predict_letters"]) == 2
+            assert all(len(ls) == 2 for ls in r.grade["judge_letters"])
+        if name == "delegate":  # generated arithmetic: the options' ranks for the surface controls
+            assert sorted(r.grade["option_ranks"]) == [0, 1, 2, 3]
     # any subset runs on its own (the sweep runner may pass one shard)
     one = list(spec.execute(ctx, trials[-1:]))
     assert [r.trial_id for r in one] == [recs[-1].trial_id]

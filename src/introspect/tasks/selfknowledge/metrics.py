@@ -181,12 +181,14 @@ def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
         p2, y2, c2 = expand_draws(pa, [[not r for r in rr] for rr in refused], cl)
         rows += [r for r in block(keys, "logit_rule_", p2, y2, c2)
                  if r["metric"] in ("logit_rule_accuracy", "logit_rule_auroc", "logit_rule_base_rate")]
-        # beside the headline: how often the prediction (A = will answer) and the judge's verdict
-        # are their most common letter; at 1.0 a reading is the letter prior (a one-class judged
-        # truth is the judge's)
-        rows += modal_letter(keys, "predict_modal_letter_rate", [_ab_letter(v) for v in pa])
-        rows += modal_letter(keys, "judge_modal_letter_rate", [None if j is None else "AB"[not j]
-                                                               for jj in judged for j in jj], n_items=len(s))
+        # beside the headline: how often the prediction and the judge's verdict are their most
+        # common letter, in each order asked (records before the swap: A = will answer); at 1.0
+        # a single-order reading is the letter prior (a one-class judged truth is the judge's)
+        pl = [x for k, ls in enumerate(lists(s, "predict_letters")) for x in (ls or [_ab_letter(pa[k])])]
+        jl = [x for jj, ll in zip(judged, lists(s, "judge_letters"))
+              for x in ([y for ls in ll for y in ls] if ll else [None if j is None else "AB"[not j] for j in jj])]
+        rows += modal_letter(keys, "predict_modal_letter_rate", pl, n_items=len(s))
+        rows += modal_letter(keys, "judge_modal_letter_rate", jl, n_items=len(s))
         pm = num(s, "predict_mass")
         if np.isfinite(pm).any():
             rows.append(row(keys, "predict_mean_mass", bootstrap_mean(pm), int(np.isfinite(pm).sum())))
