@@ -503,3 +503,6 @@ def test_restriction_reads_both_letter_orders():
     assert _get(s, "judge_modal_letter_rate").value == 1.0 and _get(s, "judge_modal_letter_rate").n == 8
     assert _get(s, "predict_modal_letter_rate").n == 2
     assert "warning_judged_truth_one_class" in set(s.metric)  # 4 draws: too few either way
+    # the always-"A" judge leaves no verdict at all: no judged figure, and the warning says so
+    s = M.summarize_seb_restriction(_df("seb-restriction", [{**always_a, "qid": f"q{k}"} for k in range(6)]))
+    assert _get(s, "warning_judged_truth_one_class").n == 0 and "logit_auroc" not in set(s.metric)

@@ -163,7 +163,7 @@ def one_class_notes(summary: pd.DataFrame) -> list[str]:
     if summary.empty or "metric" not in summary:
         return []
     w = summary[summary["metric"] == ONE_CLASS_WARNING]
-    return [f"{m} {t} {v}: its own judge left fewer than {MIN_CLASS} of {int(n)} draws in one class, so "
+    return [f"{m} {t} {v}: its own judge left fewer than {MIN_CLASS} of {int(n)} readable verdicts in one class, so "
             "the judged-truth figures (logit AUROC, accuracy, surface baseline) are left out of the "
             "headlines and scores; read logit_rule_* (the refusal-phrase truth)"
             for m, t, v, n in w[["model_id", "task", "variant", "n"]].drop_duplicates().itertuples(index=False)]
@@ -210,7 +210,7 @@ def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
         ja = [(bool(j), bool(r)) for jj, rr in zip(judged, refused) for j, r in zip(jj, rr) if j is not None]
         rows += prop(keys, "judge_rule_agreement", sum(j != r for j, r in ja), len(ja), n_items=len(s))
         nj = sum(j for j, _ in ja)  # judged answered
-        if ja and min(nj, len(ja) - nj) < MIN_CLASS:
+        if any(judged) and min(nj, len(ja) - nj) < MIN_CLASS:  # (no readable verdict at all: none)
             # the judged truth is (almost) a constant, so its AUROC rests on a handful of draws or
             # none: on small models the judge gives one verdict whatever was written (Gemma 3
             # 270M: 239 of 240 "refused", Qwen2.5-Coder-0.5B: 240 of 240 "answered"), and the
