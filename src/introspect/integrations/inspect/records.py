@@ -12,6 +12,9 @@ runs do, so a zero injection never counts as a real one. Grades: a sample's scor
 records of its last model call; a score whose metadata holds ``choices`` (one grade dict per
 choice, as ``scorers.detection`` writes) grades each choice; otherwise a multi-choice output's
 records get only the scalar scores of choice 0 (what Inspect's scorers saw) and the others none.
+
+Logs of the self-knowledge tasks (``selfknowledge.py``: their samples carry ``introspect_sk``
+metadata) become one record per item instead, whatever model answered (``sk_records``).
 """
 
 from __future__ import annotations
@@ -75,7 +78,12 @@ def _token_positions(row: dict[str, Any]) -> list[int] | str | None:
 
 def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str, Any]]:
     """A header and one trial record per (model call, choice) of ``log``; ``task`` names the
-    records' task (default: the Inspect task's name), which picks the report's summariser."""
+    records' task (default: the Inspect task's name), which picks the report's summariser.
+    A self-knowledge task's log (any model) gives its item records (``sk_records.sk_records``)."""
+    if any("introspect_sk" in (s.metadata or {}) for s in log.samples or []):
+        from introspect.integrations.inspect.sk_records import sk_records
+
+        return sk_records(log, task=task)
     name = task or log.eval.task
     trials: list[dict[str, Any]] = []
     first: dict[str, Any] | None = None

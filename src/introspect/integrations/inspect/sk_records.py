@@ -1,0 +1,210 @@
+"""Logs of the self-knowledge Inspect tasks (``selfknowledge.py``) as the toolkit's records.
+
+``sk_records(log)`` (``records_from_log`` calls it for these logs) gives a header and one trial
+record per (item, epoch), whose grade is the ability task's (``ability.execute``: ``correct``,
+``p_correct``, ``choice``, ``mass``, ``low_mass``, ``text_choice``, ``parse_ok``,
+``text_correct``), so the toolkit's summariser reads either source. With rotations the decision
+is the letter-free one (``rotations.read_rotations`` over the item's rotations, PriDe's prior
+over the items read the same way), and the rotation-0 reading stays beside it as ``raw_*``, as
+the Delegate Game's baseline does.
+
+Decision sources are never pooled: an item is read from log-probs when every one of its
+rotations returned them, else from the parsed text of every rotation (``decision_source`` in
+its grade and ``gen``), and the source is part of the variant (``<set>:logprobs+rotations``),
+so the summaries keep the two apart; ``summarize_mc`` refuses a group that still mixes them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pandas as pd
+from inspect_ai.log import EvalLog
+from inspect_ai.model import ModelOutput
+
+from introspect.integrations.inspect.selfknowledge import SK_KEY, read_output
+from introspect.records.jsonl import SCHEMA_VERSION, trial_id, validate, versions
+from introspect.report.load import flatten_trial
+from introspect.tasks.selfknowledge import rotations as R
+from introspect.tasks.selfknowledge.ability import summarize_ability
+from introspect.tasks.selfknowledge.common import LOW_MASS
+from introspect.tasks.selfknowledge.rows import b, frame, g, groups, modal_letter, num, prop, value
+
+
+class MixedSourcesError(ValueError):
+    """Logprob and text decisions in one summary group."""
+
+
+def _text(input: Any) -> str:
+    if isinstance(input, str):
+        return input
+    return "\n\n".join(f"{m.role}: {m.text}" for m in input)
+
+
+def _dist(rd: dict[str, Any], source: str, letters: str) -> list[float] | None:
+    """The reading as a letter distribution in ``source``'s terms (a logprob reading read as text
+    is its parsed letter, one-hot)."""
+    if source == "logprobs":
+        return None if rd["probs"] is None else [float(rd["probs"][k]) for k in letters]
+    tc = rd["text_choice"]
+    return None if tc is None else [float(k == tc) for k in letters]
+
+
+def variant_of(meta: dict[str, Any], source: str) -> str:
+    return (f"{meta['question_set']}:{source}" + ("+rotations" if meta["n_rotations"] > 1 else "")
+            + ("+prefill" if meta.get("prefill") else ""))
+
+
+def grade_item(meta: dict[str, Any], reads: Sequence[dict[str, Any]], source: str,
+               prior: Sequence[float] | None, tie_key: str) -> dict[str, Any]:
+    """One item's grade from its rotations' readings (``reads[r]``, rotation order)."""
+    key, letters = meta["key"], meta["letters"]
+    dists = [_dist(rd, source, letters) for rd in reads]
+    d0, r0 = dists[0], reads[0]
+    choice = None if d0 is None else letters[max(range(len(d0)), key=d0.__getitem__)]
+    mass = r0["mass"] if source == "logprobs" else None
+    grade: dict[str, Any] = {
+        "qid": meta["qid"], "source": meta["question_set"], "answer": key, "topic": meta.get("topic", ""),
+        "decision_source": source, "correct": choice == key, "choice": choice,
+        "p_correct": None if d0 is None else d0[letters.index(key)],
+        "entropy": R.entropy(d0) if d0 is not None and source == "logprobs" else None,
+        "mass": mass, "low_mass": bool(mass is not None and mass < LOW_MASS),
+        "text_choice": r0["text_choice"], "parse_ok": r0["parse_ok"], "text_correct": r0["text_choice"] == key,
+    }
+    if meta["n_rotations"] > 1:
+        grade.update(raw_correct=grade["correct"], raw_p_correct=grade["p_correct"], raw_choice=choice,
+                     raw_entropy=grade["entropy"], raw_mass=mass, rotations=1,
+                     rotation_text_choices=[rd["text_choice"] for rd in reads])
+        if len(dists) == len(letters) and all(d is not None for d in dists):
+            grade.update(R.read_rotations(dists, key, tie_key, prior))
+            grade["letter_prior"] = dict(zip(letters, prior)) if prior is not None else None
+            if source == "logprobs":
+                grade["mass"] = sum(rd["mass"] for rd in reads) / len(reads)
+                grade["low_mass"] = grade["mass"] < LOW_MASS
+    return grade
+
+
+def item_records(samples: Iterable[tuple[dict[str, Any], Any, ModelOutput, int]], *, model_id: str,
+                 run_id: str = "", ts: str = "", task: str | None = None,
+                 gen: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One validated trial record per (item, epoch) from ``(metadata[SK_KEY], input, output,
+    epoch)`` per answered sample, whatever produced them (an Inspect log, or outputs in hand)."""
+    by_item: dict[tuple[str, int], dict[int, tuple[dict, Any, dict]]] = defaultdict(dict)
+    for meta, input, output, epoch in samples:
+        by_item[(meta["qid"], epoch)][meta["rotation"]] = (meta, input, read_output(output, meta["letters"]))
+    items = []
+    for (qid, epoch), rots in by_item.items():
+        if 0 not in rots:
+            continue  # no rotation-0 answer (an errored sample): nothing to read
+        meta = rots[0][0]
+        reads = [rots[r][2] for r in sorted(rots)]
+        source = "logprobs" if all(rd["decision_source"] == "logprobs" for rd in reads) else "text"
+        items.append((qid, epoch, meta, rots, reads, source))
+    priors: dict[tuple[str, int], list[list[list[float]]]] = defaultdict(list)
+    for _, _, meta, _, reads, source in items:
+        dists = [_dist(rd, source, meta["letters"]) for rd in reads]
+        if meta["n_rotations"] > 1 and len(dists) == len(meta["letters"]) and all(d is not None for d in dists):
+            priors[(source, len(meta["letters"]))].append(dists)  # type: ignore[arg-type]
+    prior = {k: R.letter_prior(v) for k, v in priors.items()}
+    out = []
+    for i, (qid, epoch, meta, rots, reads, source) in enumerate(sorted(items, key=lambda x: (x[1], x[0]))):
+        tie = f"{meta.get('seed', 0)}:{qid}" + (f":epoch{epoch}" if epoch > 1 else "")
+        grade = grade_item(meta, reads, source, prior.get((source, len(meta["letters"]))), tie)
+        name = task or meta["kind"]
+        variant = variant_of(meta, source)
+        rec = {
+            "type": "trial", "seed": int(meta.get("seed", 0)), "model_id": model_id, "task": name,
+            "condition": "clean", "layer_idx": None, "alpha": 0.0, "alpha_units": "raw", "alpha_effective": 0.0,
+            "word": None, "injected": False, "token_positions": None, "prompt": _text(rots[0][1]),
+            "response": rots[0][2].get("response", ""), "grade": grade,
+            "gen": {**(gen or {}), "decision_source": source, "format": "chat"},
+            "p_yes": None, "p_no": None, "variant": variant, "trial_index": i, "sample": epoch - 1,
+            "trial_id": trial_id(run_id=run_id, task=name, variant=variant, qid=qid, epoch=epoch),
+            "run_id": run_id, "ts": ts,
+            "extra": {"epoch": epoch, "inspect_sample_ids": [f"{qid}@r{r}" for r in sorted(rots)],
+                      "rotation_responses": [rots[r][2].get("response", "") for r in sorted(rots)],
+                      "decision_tokens": [rd["decision_token"] for rd in reads]},
+        }
+        out.append(validate(rec))
+    return out
+
+
+def sk_records(log: EvalLog, *, task: str | None = None) -> list[dict[str, Any]]:
+    """A header and the item records of a self-knowledge Inspect log (errored samples left out)."""
+    rows = [(s.metadata[SK_KEY], s.input, s.output, s.epoch) for s in (log.samples or [])
+            if SK_KEY in (s.metadata or {}) and s.error is None]
+    cfg = log.plan.config.merge(log.eval.model_generate_config) if log.eval.model_generate_config else log.plan.config
+    gen = {k: v for k, v in cfg.model_dump(exclude_none=True).items()
+           if k in ("temperature", "max_tokens", "logprobs", "top_logprobs", "top_p", "seed")}
+    ts = str(log.eval.created)
+    trials = item_records(rows, model_id=log.eval.model, run_id=log.eval.run_id, ts=ts, task=task, gen=gen)
+    if not trials:
+        return []
+    try:
+        from importlib.metadata import version
+
+        inspect_version = version("inspect-ai")
+    except Exception:  # pragma: no cover
+        inspect_version = "absent"
+    rev = log.eval.revision
+    header = {
+        "type": "header", "schema": SCHEMA_VERSION, "run_id": log.eval.run_id, "ts": ts, "model_id": log.eval.model,
+        "fingerprint": f"inspect:{log.eval.model}", "seed": trials[0]["seed"],
+        "versions": {**versions(), "inspect_ai": inspect_version},
+        "git_commit": (rev.commit + ("+dirty" if rev.dirty else "")) if rev is not None else "unknown",
+        "config": {"inspect": {"task": log.eval.task, "task_args": log.eval.task_args, "eval_id": log.eval.eval_id,
+                               "model": log.eval.model, "model_args": log.eval.model_args, "generate": gen,
+                               "status": log.status, "log": log.location}},
+        "runtime": {}, "task": task or trials[0]["task"],
+        "notes": [f"from the Inspect log {log.location or log.eval.eval_id}; the model's weights are not "
+                  "ours, so the fingerprint is its Inspect name"],
+    }
+    return [validate(header), *trials]
+
+
+# ---------------------------------------------------------------- summary
+def check_sources(df: pd.DataFrame) -> None:
+    """Raise when a (model, task, variant) group holds both logprob and text decisions."""
+    if df.empty or "grade.decision_source" not in df:
+        return
+    for keys, s in groups(df):
+        found = sorted({str(v) for v in g(s, "decision_source").dropna()})
+        if len(found) > 1:
+            raise MixedSourcesError(f"{keys}: mixes {' and '.join(found)} decisions in one summary; give each "
+                                    "source its own variant (sk_records does) and summarise them apart")
+
+
+def rotation_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Beside the letter-free decision: the rotation-0 letter reading (``accuracy_raw``,
+    ``modal_letter_rate_raw``), PriDe's reading, rotation consistency and the letter prior."""
+    rows: list[dict] = []
+    for keys, s in groups(df):
+        r = s[num(s, "rotations") > 1]
+        if r.empty:
+            continue
+        n = len(r)
+        rows.append(value(keys, "rotated_items", float(n), len(s)))
+        rows += prop(keys, "accuracy_raw", b(r, "raw_correct").sum(), n)
+        rows += modal_letter(keys, "modal_letter_rate_raw", g(r, "raw_choice", ""))
+        rows += prop(keys, "accuracy_pride", b(r, "pride_correct").sum(), n)
+        rows += modal_letter(keys, "modal_letter_rate_pride", g(r, "pride_choice", ""))
+        rows += prop(keys, "rotation_consistency", b(r, "rotation_consistent").sum(), n)
+        priors = [p for p in g(r, "letter_prior") if isinstance(p, dict)]
+        for k in sorted({k for p in priors for k in p}):
+            rows.append(value(keys, f"letter_prior[{k}]", sum(p.get(k, 0.0) for p in priors) / len(priors), n))
+    return frame(rows)
+
+
+def summarize_mc(df: pd.DataFrame) -> pd.DataFrame:
+    """The ability summariser (accuracy with its modal-letter rate, text accuracy, parse and
+    low-mass rates, mean P(correct)) plus ``rotation_rows``; refuses mixed decision sources."""
+    check_sources(df)
+    parts = [x for x in (summarize_ability(df), rotation_rows(df)) if not x.empty]
+    return pd.concat(parts, ignore_index=True) if parts else frame([])
+
+
+def frame_of(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Trial records as the flat frame the summarisers read (``report.load.flatten_trial``)."""
+    return pd.DataFrame([flatten_trial(r) for r in records if r.get("type") == "trial"])
