@@ -156,9 +156,9 @@ def test_an_item_with_a_text_only_rotation_is_read_from_text():
     assert [r["grade"]["decision_source"] for r in recs].count("text") == 1
     for r in recs:
         src = r["grade"]["decision_source"]
-        assert r["variant"] == f"arith-d2t2+-:{src}+rotations" and r["gen"]["decision_source"] == src
+        assert r["variant"] == f"arith-d2t2+-+{src}:rotations" and r["gen"]["decision_source"] == src
     summary = summarize_mc(frame_of(recs))
-    assert set(summary["variant"]) == {"arith-d2t2+-:logprobs+rotations", "arith-d2t2+-:text+rotations"}
+    assert set(summary["variant"]) == {"arith-d2t2+-+logprobs:rotations", "arith-d2t2+-+text:rotations"}
     mixed = frame_of(recs).assign(variant="one")
     with pytest.raises(MixedSourcesError, match="mixes logprobs and text"):
         summarize_mc(mixed)
@@ -173,7 +173,7 @@ def test_eval_log_records_summarise_like_the_direct_records(tmp_path):
     assert header["type"] == "header" and header["model_id"] == "mockllm/model" and len(trials) == 8
     for r in trials:
         assert validate(r) is r and r["task"] == "delegate-baseline" and r["condition"] == "clean"
-        assert r["grade"]["decision_source"] == "logprobs" and r["variant"] == "arith-d2t2+-:logprobs+rotations"
+        assert r["grade"]["decision_source"] == "logprobs" and r["variant"] == "arith-d2t2+-+logprobs:rotations"
         assert r["gen"]["logprobs"] is True and r["gen"]["top_logprobs"] == 20
     got, want = summarize_mc(frame_of(trials)), summarize_mc(frame_of(direct(task, knower)))
     pd.testing.assert_frame_equal(got, want)
@@ -188,7 +188,7 @@ def test_an_always_a_model_is_at_chance_letter_free(fn, source, tmp_path):
     task = SK.delegate_baseline(n=6, history_len=6, pool=24)
     trials = records_from_log(run(task, fn, tmp_path))[1:]
     s = summarize_mc(frame_of(trials)).set_index("metric")
-    assert set(s["variant"]) == {f"arith-d2t2+-:{source}+rotations"}
+    assert set(s["variant"]) == {f"arith-d2t2+-+{source}:rotations"}
     assert s.loc["modal_letter_rate_raw", "value"] == 1.0 and s.loc["rotation_consistency", "value"] == 0.0
     keyed_a = sum(r["grade"]["answer"] == "A" for r in trials) / len(trials)
     assert s.loc["accuracy_raw", "value"] == pytest.approx(keyed_a)  # the letter read as ability

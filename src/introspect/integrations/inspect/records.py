@@ -14,7 +14,8 @@ choice, as ``scorers.detection`` writes) grades each choice; otherwise a multi-c
 records get only the scalar scores of choice 0 (what Inspect's scorers saw) and the others none.
 
 Logs of the self-knowledge tasks (``selfknowledge.py``: their samples carry ``introspect_sk``
-metadata) become one record per item instead, whatever model answered (``sk_records``).
+metadata) become one record per item instead, whatever model answered (``sk_records``), and the
+Delegate Game's (``introspect_game``) one ``delegate`` record per reply (``delegate_game``).
 """
 
 from __future__ import annotations
@@ -79,11 +80,17 @@ def _token_positions(row: dict[str, Any]) -> list[int] | str | None:
 def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str, Any]]:
     """A header and one trial record per (model call, choice) of ``log``; ``task`` names the
     records' task (default: the Inspect task's name), which picks the report's summariser.
-    A self-knowledge task's log (any model) gives its item records (``sk_records.sk_records``)."""
-    if any("introspect_sk" in (s.metadata or {}) for s in log.samples or []):
+    A self-knowledge task's log (any model) gives its item records (``sk_records.sk_records``),
+    a Delegate Game log its game records (``delegate_game.game_records``)."""
+    keys = {k for s in log.samples or [] for k in (s.metadata or {})}
+    if "introspect_sk" in keys:
         from introspect.integrations.inspect.sk_records import sk_records
 
         return sk_records(log, task=task)
+    if "introspect_game" in keys:
+        from introspect.integrations.inspect.delegate_game import game_records
+
+        return game_records(log, task=task)
     name = task or log.eval.task
     trials: list[dict[str, Any]] = []
     first: dict[str, Any] | None = None

@@ -50,7 +50,7 @@ from introspect.tasks.base import TaskConfig
 from introspect.tasks.selfknowledge import ability as AB
 from introspect.tasks.selfknowledge import delegate as DG
 from introspect.tasks.selfknowledge.common import PREFILL
-from introspect.tasks.selfknowledge.parse import parse_letter
+from introspect.tasks.selfknowledge.parse import is_delegation, parse_letter
 
 SK_KEY = "introspect_sk"  # the sample metadata of these tasks (what ``records.sk_records`` reads)
 SOURCES = ("logprobs", "text")
@@ -92,13 +92,14 @@ def _argmax(probs: dict[str, float] | None) -> str | None:
     return max(probs, key=probs.__getitem__) if probs else None
 
 
-def read_output(output: ModelOutput, letters: str) -> dict[str, Any]:
+def read_output(output: ModelOutput, letters: str, delegation: bool = False) -> dict[str, Any]:
     """The decision of one output: from its top log-probs when it carries any, else from its
     parsed text (see the module docstring). JSON: ``decision_source``, ``probs`` (letter ->
     probability, None when there is no decision), ``mass`` (logprobs only), ``choice``,
-    ``text_choice`` (the parser's letter, always), ``parse_ok``, ``decision_token``."""
+    ``text_choice`` (the parser's letter, always), ``parse_ok``, ``decision_token``.
+    ``delegation`` (the Delegate Game): a hand-over said in words reads as "T", as there."""
     text = output.completion
-    tc = parse_letter(text, letters)
+    tc = parse_letter(text, letters) or ("T" if delegation and is_delegation(text) else None)
     first = output.choices[0] if output.choices else None
     content = first.logprobs.content if first is not None and first.logprobs is not None else []
     mass: float | None = None

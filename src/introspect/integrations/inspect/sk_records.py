@@ -10,7 +10,7 @@ the Delegate Game's baseline does.
 
 Decision sources are never pooled: an item is read from log-probs when every one of its
 rotations returned them, else from the parsed text of every rotation (``decision_source`` in
-its grade and ``gen``), and the source is part of the variant (``<set>:logprobs+rotations``),
+its grade and ``gen``), and the source is part of the variant (``<set>+logprobs:rotations``),
 so the summaries keep the two apart; ``summarize_mc`` refuses a group that still mixes them.
 """
 
@@ -52,9 +52,15 @@ def _dist(rd: dict[str, Any], source: str, letters: str) -> list[float] | None:
     return None if tc is None else [float(k == tc) for k in letters]
 
 
+def question_set(meta: dict[str, Any], source: str) -> str:
+    """The question set as the records name it: the decision source and the prompt's prefill
+    marked on it, as the toolkit marks ``+fewshot`` (summaries that pool variants by question
+    set, like the Delegate Game's, still never pool sources)."""
+    return f"{meta['question_set']}+{source}" + ("+prefill" if meta.get("prefill") else "")
+
+
 def variant_of(meta: dict[str, Any], source: str) -> str:
-    return (f"{meta['question_set']}:{source}" + ("+rotations" if meta["n_rotations"] > 1 else "")
-            + ("+prefill" if meta.get("prefill") else ""))
+    return question_set(meta, source) + (":rotations" if meta["n_rotations"] > 1 else "")
 
 
 def grade_item(meta: dict[str, Any], reads: Sequence[dict[str, Any]], source: str,
@@ -135,33 +141,42 @@ def sk_records(log: EvalLog, *, task: str | None = None) -> list[dict[str, Any]]
     """A header and the item records of a self-knowledge Inspect log (errored samples left out)."""
     rows = [(s.metadata[SK_KEY], s.input, s.output, s.epoch) for s in (log.samples or [])
             if SK_KEY in (s.metadata or {}) and s.error is None]
-    cfg = log.plan.config.merge(log.eval.model_generate_config) if log.eval.model_generate_config else log.plan.config
-    gen = {k: v for k, v in cfg.model_dump(exclude_none=True).items()
-           if k in ("temperature", "max_tokens", "logprobs", "top_logprobs", "top_p", "seed")}
-    ts = str(log.eval.created)
-    trials = item_records(rows, model_id=log.eval.model, run_id=log.eval.run_id, ts=ts, task=task, gen=gen)
+    trials = item_records(rows, model_id=log.eval.model, run_id=log.eval.run_id, ts=str(log.eval.created),
+                          task=task, gen=generate_config(log))
     if not trials:
         return []
-    try:
-        from importlib.metadata import version
+    return [header_of(log, trials, task), *trials]
 
+
+def header_of(log: EvalLog, trials: list[dict[str, Any]], task: str | None = None) -> dict[str, Any]:
+    """The run header of an Inspect log's records (a model not ours: its Inspect name stands for
+    the weights' fingerprint)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
         inspect_version = version("inspect-ai")
-    except Exception:  # pragma: no cover
+    except PackageNotFoundError:  # pragma: no cover
         inspect_version = "absent"
-    rev = log.eval.revision
-    header = {
+    rev, ts = log.eval.revision, str(log.eval.created)
+    return validate({
         "type": "header", "schema": SCHEMA_VERSION, "run_id": log.eval.run_id, "ts": ts, "model_id": log.eval.model,
         "fingerprint": f"inspect:{log.eval.model}", "seed": trials[0]["seed"],
         "versions": {**versions(), "inspect_ai": inspect_version},
         "git_commit": (rev.commit + ("+dirty" if rev.dirty else "")) if rev is not None else "unknown",
         "config": {"inspect": {"task": log.eval.task, "task_args": log.eval.task_args, "eval_id": log.eval.eval_id,
-                               "model": log.eval.model, "model_args": log.eval.model_args, "generate": gen,
-                               "status": log.status, "log": log.location}},
+                               "model": log.eval.model, "model_args": log.eval.model_args,
+                               "generate": generate_config(log), "status": log.status, "log": log.location}},
         "runtime": {}, "task": task or trials[0]["task"],
         "notes": [f"from the Inspect log {log.location or log.eval.eval_id}; the model's weights are not "
                   "ours, so the fingerprint is its Inspect name"],
-    }
-    return [validate(header), *trials]
+    })
+
+
+def generate_config(log: EvalLog) -> dict[str, Any]:
+    """The generation settings a log's samples were asked with (the task's, under the eval's)."""
+    cfg = log.plan.config.merge(log.eval.model_generate_config) if log.eval.model_generate_config else log.plan.config
+    return {k: v for k, v in cfg.model_dump(exclude_none=True).items()
+            if k in ("temperature", "max_tokens", "logprobs", "top_logprobs", "top_p", "seed")}
 
 
 # ---------------------------------------------------------------- summary
