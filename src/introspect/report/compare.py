@@ -59,7 +59,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "delegate-probe": ("probe_cv_auroc", "game_projection_auroc[error]"),
     "recovery": ("accuracy_drop_vs_clean", "recovery_rate", "in_reasoning_rate", "accuracy", "parse_rate",
                  "cut_rate"),
-    "ability": ("accuracy", "modal_letter_rate", "mean_p_correct", "low_mass_rate"),
+    "ability": ("accuracy", "modal_letter_rate", "cloze_accuracy", "mean_p_correct", "low_mass_rate"),
 }
 STEERING = ("steer_lp_rise_vs_random", "steer_share", "steer_lp_rise", "steer_mention_vs_random")
 HELD_OUT = "@held_out"
