@@ -248,7 +248,8 @@ def _likelihood_rows(keys: dict, s: pd.DataFrame, err: np.ndarray, deleg: np.nda
                      pt: np.ndarray, X: pd.DataFrame) -> list[dict]:
     """One row per question: the LR test of own error added to the surface controls, and
     003's ΔBIC = BIC(A) − BIC(B) (> 0: B predicts delegation better), for delegated (logit)
-    and logit P(T) (OLS). An entropy comparison only where that entropy exists and varies."""
+    and logit P(T) (OLS), and the odds ratios of the controlled logit (``odds_ratio_controlled[term]``).
+    An entropy comparison only where that entropy exists and varies."""
     rows: list[dict] = []
     n = len(s)
     e = pd.DataFrame({"baseline_error": err.astype(float)})
@@ -257,6 +258,10 @@ def _likelihood_rows(keys: dict, s: pd.DataFrame, err: np.ndarray, deleg: np.nda
     if len(ctrl.columns):
         _, _, p = lr_test(y, pd.concat([ctrl, e], axis=1), ctrl)
         rows.append(value(keys, "lr_p[baseline_error|surface]", p, n))
+        # 003's coefficient plots (Figs 7-11): that logit's odds ratios, HC1 intervals (one row
+        # per question); none when it cannot be fitted (no delegation, separation)
+        for r in odds_ratios(logit_fit(y, pd.concat([ctrl, e], axis=1))).itertuples():
+            rows.append(row(keys, f"odds_ratio_controlled[{r.term}]", (r.odds_ratio, r.lo, r.hi), r.n))
     preds = {name: pd.DataFrame({f"{name}_z": z(num(s, name))}) for name in ("entropy", "game_entropy")
              if usable(num(s, name))}
     outcomes = [("", y, lambda yy, XX: logit_fit(yy, XX))]
