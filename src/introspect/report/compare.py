@@ -74,6 +74,7 @@ class Comparison:
     headline: pd.DataFrame
     models: tuple[str, ...]
     notes: tuple[str, ...] = ()  # why a figure is missing from the headlines (one-class truths)
+    figures: tuple = ()  # 003's Delegate Game figures: (id, title, figure, notes), report.sk_figures
 
 
 # ---------------------------------------------------------------- model cards
@@ -168,7 +169,10 @@ def compare(summary: pd.DataFrame, headers: pd.DataFrame) -> Comparison:
     cards = model_cards(headers, found)
     cards = cards[cards["model"].isin(found)] if found else cards
     order = tuple(cards["model"]) + tuple(m for m in found if m not in set(cards["model"]))
-    return Comparison(cards.reset_index(drop=True), headline, order, tuple(one_class_notes(summary)))
+    from introspect.report.sk_figures import delegate_figures
+
+    return Comparison(cards.reset_index(drop=True), headline, order, tuple(one_class_notes(summary)),
+                      tuple(delegate_figures(summary, list(order))))
 
 
 def _fmt(v: float) -> str:
@@ -272,6 +276,13 @@ def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
     fig_html = fig.to_html(full_html=False, include_plotlyjs=False, div_id="plot-headline",
                            config={"displaylogo": False, "responsive": True}) if fig else ""
     notes = "".join(f'<p class="note">{_esc(n)}</p>' for n in comp.notes)
+    sk = "".join(
+        f'<section class="card" id="{key}"><h2>{_esc(head)}</h2>'
+        + f.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{key}",
+                    config={"displaylogo": False, "responsive": True})
+        + "".join(f'<p class="note">{_esc(n)}</p>' for n in fnotes) + "</section>"
+        for key, head, f, fnotes in comp.figures)
+    n_figs = (1 if fig else 0) + len(comp.figures)
     steer = (comp.headline["role"] == "steering").any()
     steer_note = ("Steering-check rows (metrics named steer*) are read in the same cell."
                   if steer else "These records carry no steering check (no steer* metric): a "
@@ -282,9 +293,9 @@ def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
 <title>{_esc(title)}</title>
 <script>{_ERROR_HOOK}</script>
 <style>{_CSS}</style>
-{f"<script>{get_plotlyjs()}</script>" if fig else ""}
+{f"<script>{get_plotlyjs()}</script>" if n_figs else ""}
 </head>
-<body data-n-figures="{1 if fig else 0}" data-n-models="{len(comp.models)}"><main>
+<body data-n-figures="{n_figs}" data-n-models="{len(comp.models)}"><main>
 <header><h1>{_esc(title)}</h1>
 <p class="meta">models: {_esc(", ".join(comp.models)) or "none"} · source:
 <span class="mono">{_esc(source)}</span> · generated {now}</p>
@@ -302,6 +313,7 @@ dequantized to float carries the rounding error into every activation.</p>{cards
 <p class="caption">Every task's headline figure per model, side by side; rows below a headline
 are read in the same cell.</p>{table}{notes}</section>
 {f'<section class="card" id="fig-0"><h2>Headline estimates with 95% CIs</h2>{fig_html}</section>' if fig else ""}
+{sk}
 <pre id="js-errors" hidden></pre>
 </main>
 <script>{_COUNT_PLOTS}</script>
