@@ -223,3 +223,23 @@ def test_sampled_logprobs_and_none_when_not_asked(model):
     assert ask(model, temperature=0, max_tokens=3).choices[0].logprobs is None
     bare = ask(model, temperature=0, max_tokens=3, logprobs=True).choices[0].logprobs.content
     assert bare and all(lp.top_logprobs is None for lp in bare)
+
+
+def test_seb_on_our_provider_reads_decisions_from_its_logprobs(tiny_path, tmp_path):
+    """An SEB task run on an ``introspect/`` model: its decisions come back with log-probs, so
+    the trial is read from them (before, our models were always read from text)."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.log import read_eval_log
+
+    from introspect.integrations.inspect import seb as S
+    from introspect.integrations.inspect.records import records_from_log
+
+    task = S.seb_restriction(n=1, draws=1, temperature=0.0, decision_tokens=3, response_tokens=6, prefill=True)
+    logs = inspect_eval(task, model=get_model(f"introspect/{tiny_path}", memoize=False), display="none",
+                        log_dir=str(tmp_path), log_format="json")
+    assert logs[0].status == "success", logs[0].error
+    log = read_eval_log(logs[0].location)
+    judge = log.samples[0].store[S.SEB_KEY]["judge"][0]
+    assert judge["choices"][0]["logprobs"]["content"][0]["top_logprobs"]  # the provider returned them
+    rec = records_from_log(log)[1]
+    assert rec["grade"]["decision_source"] == "logprobs" and rec["variant"] == "own+logprobs+answer-prefill"
