@@ -172,3 +172,74 @@ def test_the_provider_loads_a_model_by_path_once(tiny_dir):
     assert b.api.model() is P._MODELS[key]
     assert ask(b, {"concept": "bread", "layer": 3, "alpha": 2, "stream_key": "q"}, max_tokens=4).completion == out.completion
     P._MODELS.pop(key)
+
+
+def _direct_logprobs(hf, ids):
+    """The next-token log-softmax of a plain forward pass of the wrapped HF model (no engine)."""
+    torch = pytest.importorskip("torch")
+    with torch.no_grad():
+        logits = hf.original_model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+    return torch.log_softmax(logits, dim=-1)
+
+
+def test_logprobs_are_the_decoding_s_own(model, tiny_path):
+    """With ``logprobs``: per generated token its log-prob and the step's top k, plain floats,
+    equal to a direct forward pass's log-softmax at steps 0 and 1; the greedy token is the top one."""
+    from introspect.engine.run.chat import render
+
+    out = ask(model, temperature=0, max_tokens=6, logprobs=True, top_logprobs=5)
+    row = out.metadata["introspect"]["choices"][0]
+    content = out.choices[0].logprobs.content
+    assert len(content) == row["n_tokens"] >= 2
+    hf = P.loaded_model(tiny_path)
+    prompt = render(hf.tokenizer, P.conversation(PROMPT, {}))
+    ids = list(prompt.ids)
+    for step in (0, 1):
+        direct = _direct_logprobs(hf, ids)
+        vals, top_ids = direct.topk(5)
+        got = content[step].top_logprobs
+        assert [t.token for t in got] == [P.token_text(hf.tokenizer, i) for i in top_ids.tolist()]
+        assert [t.logprob for t in got] == pytest.approx(vals.tolist(), abs=1e-5)
+        assert all(type(t.logprob) is float for t in got) and type(content[step].logprob) is float
+        ids.append(int(top_ids[0]))  # greedy: the next step's prompt ends with the top token
+    for lp in content:  # the sampled (greedy) token is among the top k, as the top one
+        assert (lp.token, lp.logprob) == (lp.top_logprobs[0].token, lp.top_logprobs[0].logprob)
+    assert "".join(lp.token for lp in content) == out.completion
+    assert sum(lp.logprob for lp in content) == pytest.approx(row["logprob"], abs=1e-6)
+
+
+def test_sampled_logprobs_and_none_when_not_asked(model):
+    """At T = 1 the sampled token's log-prob is its own (they sum to the metadata's), the top k
+    of step 0 are the prompt's (as greedy's); without ``logprobs`` no ``Logprobs``; without
+    ``top_logprobs`` the tokens' log-probs only."""
+    greedy = ask(model, temperature=0, max_tokens=3, logprobs=True, top_logprobs=3)
+    hot = ask(model, {"stream_key": "lp"}, temperature=1.0, max_tokens=6, logprobs=True, top_logprobs=3,
+              num_choices=2)
+    for c, row in zip(hot.choices, hot.metadata["introspect"]["choices"]):
+        assert sum(lp.logprob for lp in c.logprobs.content) == pytest.approx(row["logprob"], abs=1e-6)
+        assert [t.logprob for t in c.logprobs.content[0].top_logprobs] == pytest.approx(
+            [t.logprob for t in greedy.choices[0].logprobs.content[0].top_logprobs], abs=1e-6)
+        assert all(lp.logprob <= lp.top_logprobs[0].logprob + 1e-6 for lp in c.logprobs.content)
+    assert ask(model, temperature=0, max_tokens=3).choices[0].logprobs is None
+    bare = ask(model, temperature=0, max_tokens=3, logprobs=True).choices[0].logprobs.content
+    assert bare and all(lp.top_logprobs is None for lp in bare)
+
+
+def test_seb_on_our_provider_reads_decisions_from_its_logprobs(tiny_path, tmp_path):
+    """An SEB task run on an ``introspect/`` model: its decisions come back with log-probs, so
+    the trial is read from them (before, our models were always read from text)."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.log import read_eval_log
+
+    from introspect.integrations.inspect import seb as S
+    from introspect.integrations.inspect.records import records_from_log
+
+    task = S.seb_restriction(n=1, draws=1, temperature=0.0, decision_tokens=3, response_tokens=6, prefill=True)
+    logs = inspect_eval(task, model=get_model(f"introspect/{tiny_path}", memoize=False), display="none",
+                        log_dir=str(tmp_path), log_format="json")
+    assert logs[0].status == "success", logs[0].error
+    log = read_eval_log(logs[0].location)
+    judge = log.samples[0].store[S.SEB_KEY]["judge"][0]
+    assert judge["choices"][0]["logprobs"]["content"][0]["top_logprobs"]  # the provider returned them
+    rec = records_from_log(log)[1]
+    assert rec["grade"]["decision_source"] == "logprobs" and rec["variant"] == "own+logprobs+answer-prefill"

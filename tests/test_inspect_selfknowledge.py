@@ -195,3 +195,39 @@ def test_an_always_a_model_is_at_chance_letter_free(fn, source, tmp_path):
     assert s.loc["accuracy", "lo"] <= 0.25 <= s.loc["accuracy", "hi"]  # letter-free: chance
     assert all(r["grade"]["option_scores"] == dict.fromkeys("ABCD", pytest.approx(0.25)) for r in trials)
     assert s.loc["letter_prior[A]", "value"] > 0.5
+
+
+# ---------------------------------------------------------------- the report reads them by task name
+def test_the_report_summarises_inspect_mc_records_with_summarize_mc(tmp_path):
+    """``delegate-baseline`` records written from a log: ``summarize(load_results(dir))`` holds
+    ``summarize_mc``'s rows (rotation rows included), and the dashboard shows them; ``ability``
+    records from Inspect get the rotation rows too, the toolkit's (no decision source) do not."""
+    from introspect.integrations.inspect.records import write_records
+    from introspect.report import load_results, summarize, write_dashboard
+
+    log = run(SK.delegate_baseline(**POOL), knower, tmp_path / "logs")
+    f = tmp_path / "ability.csv"
+    f.write_text("".join(f"What is {i} + 1?,{i + 1},{i + 2},{i},{i + 3},A\n" for i in range(6)))
+    ab_log = run(SK.ability(items=str(f), n=4), knower, tmp_path / "logs")
+    results = tmp_path / "results"
+    write_records(log, results / "mock" / "delegate-baseline.jsonl")
+    write_records(ab_log, results / "mock" / "ability.jsonl")
+    toolkit = [{**r, "variant": "mini_test", "grade": {k: v for k, v in r["grade"].items() if k != "decision_source"},
+                "trial_id": r["trial_id"] + "-toolkit"} for r in records_from_log(ab_log)[1:]]
+    from introspect.records.jsonl import JsonlWriter
+    w = JsonlWriter(results / "mock" / "ability-toolkit.jsonl")
+    for r in toolkit:
+        w.write(r)
+    table = summarize(load_results(results))
+    base = table[table["task"] == "delegate-baseline"].set_index("metric")
+    want = summarize_mc(frame_of(records_from_log(log)[1:])).set_index("metric")
+    assert {"accuracy_raw", "rotation_consistency", "letter_prior[A]"} <= set(base.index)
+    assert set(base.index) == set(want.index)
+    for m in want.index:
+        assert base.loc[m, "value"] == pytest.approx(want.loc[m, "value"], nan_ok=True)
+    ab = table[table["task"] == "ability"]
+    inspect_rows = set(ab.loc[ab["variant"].str.contains(r"\+logprobs"), "metric"])
+    toolkit_rows = set(ab.loc[ab["variant"] == "mini_test", "metric"])
+    assert "accuracy_raw" in inspect_rows and "accuracy" in toolkit_rows and "accuracy_raw" not in toolkit_rows
+    html = write_dashboard(results).read_text()
+    assert "delegate-baseline" in html and "rotation_consistency" in html

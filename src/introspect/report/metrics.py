@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from introspect.report import inspect_mc as INSPECT_SK
 from introspect.report.load import load_results
 from introspect.stats.intervals import bootstrap_mean
 from introspect.tasks.injection.metrics import SUMMARIES as INJECTION_SUMMARIES
@@ -116,6 +117,12 @@ for _name, _fn in INJECTION_SUMMARIES.items():
     register_summary(_name, _fn, exact=True)
 for _name, _sk in SK_SUMMARIES.items():
     register_summary(_name, _sk_rows(_sk), exact=True)
+# the Inspect self-knowledge tasks' records (``integrations.inspect``; the summaries import
+# neither inspect_ai nor torch): the Delegate Game's baseline phase is read as the ability items
+# are, with the rotation rows; ``ability`` records that say how their decision was read (the
+# Inspect task's) get those too, the toolkit's keep ``summarize_ability``
+register_summary("delegate-baseline", _sk_rows(INSPECT_SK.summarize_mc), exact=True)
+register_summary("ability", _sk_rows(INSPECT_SK.summarize_ability_any), exact=True)
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:

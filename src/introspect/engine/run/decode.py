@@ -18,7 +18,8 @@ fires under its TransformerLens name) with the HuggingFace KV cache, and:
   injections (K samples of one prompt) share their whole prompt pass;
 - cuts each row at its end-of-sequence token or the first stop string, and drops finished rows;
 - keeps log-probabilities: the chosen token's at every step, the full distribution at the steps
-  asked for (step 0 always, as ``first_logprobs``) and at the step after a marker string.
+  asked for (step 0 always, as ``first_logprobs``) and at the step after a marker string, and,
+  when asked (``top_logprobs=k``), the k most likely tokens of every step as plain floats.
 
 Tasks hand it prompts, injection specs, seeds and a ``Sampling``; they never see caches or RNGs.
 """
@@ -76,6 +77,7 @@ class Generation:
     seed: int | None = None  # this row's RNG stream (None when greedy)
     stop_reason: str = "length"  # "eos", "stop", or "length" (cut by max_new_tokens)
     batch: int = 0  # rows of the batch it was decoded in (its rounding depends on them)
+    top_logprobs: tuple[tuple[tuple[int, float], ...], ...] = ()  # per generated token: its step's top k (id, log p)
 
     @property
     def truncated(self) -> bool:
@@ -162,7 +164,7 @@ def shared_prefix(units: Sequence[tuple[Prompt, RowSpecs]]) -> int:
 def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[int], seeds: list[int | None],
                samples: list[int], *, sampling: Sampling, max_new_tokens: int, min_new_tokens: int, stops: tuple[str, ...],
                steps: set[int], markers: tuple[str, ...], use_cache: bool, share: bool,
-               stats: DecodeStats) -> list[Generation]:
+               stats: DecodeStats, top_k: int = 0) -> list[Generation]:
     """Rows (output rows) point at units (distinct prompt + injections). Layout per row:
     ``[shared prefix lp | left pad | unit's own tokens | generated]``.
 
@@ -190,6 +192,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
     gens = [torch.Generator().manual_seed(s) if s is not None else None for s in seeds]
     out_ids: list[list[int]] = [[] for _ in range(b)]
     tok_lp: list[list[float]] = [[] for _ in range(b)]
+    top_lp: list[list[tuple[tuple[int, float], ...]]] = [[] for _ in range(b)]
     step_lp: list[dict[int, Tensor]] = [{} for _ in range(b)]
     mark_lp: list[dict[str, Tensor]] = [{} for _ in range(b)]
     reason = ["length"] * b
@@ -233,6 +236,9 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                 nxt = choose(logits, sampling, [gens[r] if r is not None else None for r in slots])
                 chosen = lps.gather(1, nxt[:, None])[:, 0]
                 nxt_h, lp_h = nxt.tolist(), chosen.tolist()  # all that crosses to the host each step
+                if top_k:  # ... and, when asked, each row's k most likely tokens
+                    top_v, top_i = lps.topk(min(top_k, lps.shape[-1]), dim=-1)
+                    top_h = [tuple(zip(i, v)) for i, v in zip(top_i.tolist(), top_v.tolist())]
                 live = [j for j, r in enumerate(slots) if r is not None]
                 want = {j: [mk for mk in markers if mk not in mark_lp[slots[j]] and tails.ends_with(out_ids[slots[j]], mk)]
                         for j in live}
@@ -253,6 +259,8 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                         continue
                     out_ids[r].append(tid)
                     tok_lp[r].append(lp_h[j])
+                    if top_k:
+                        top_lp[r].append(top_h[j])
                     if tails.stopped(out_ids[r]):
                         reason[r] = "stop"
                         done.append(j)
@@ -294,7 +302,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
         if reason[r] == "stop":
             text = cut_at_stop(text, stops)
         res.append(Generation(text, tuple(out_ids[r]), step_lp[r][0], tuple(tok_lp[r]), step_lp[r], mark_lp[r],
-                              samples[r], seeds[r], reason[r]))
+                              samples[r], seeds[r], reason[r], top_logprobs=tuple(top_lp[r])))
     return res
 
 
@@ -341,6 +349,7 @@ def generate(
     stop: Sequence[str] = (),
     logprob_steps: Sequence[int] = (),
     capture_after: Sequence[str] = (),
+    top_logprobs: int = 0,
     batch_size: int = 16,
     share_prefix: bool = True,
     use_cache: bool = True,
@@ -353,7 +362,10 @@ def generate(
     ``seeds`` the key is ``seed`` plus a hash of the prompt's tokens, so equal prompts draw equal
     streams. ``min_new_tokens`` forbids the end-of-sequence token before that many tokens (equal
     work for timing, as in transformers). ``stop`` strings end a row and are cut from its text; ``logprob_steps`` and
-    ``capture_after`` keep full next-token distributions at those steps / after those markers.
+    ``capture_after`` keep full next-token distributions at those steps / after those markers;
+    ``top_logprobs=k`` keeps, for every generated token, its step's k most likely (id, log p)
+    (``Generation.top_logprobs``; log-softmax of the logits the token was drawn from, before
+    temperature; the end-of-sequence step, which adds no token, adds no entry).
     ``batch_size`` is an upper bound: a batch is as large as fits in free memory
     (``introspect.engine.load.devices.fit_batch``), and one that runs out of memory is halved and redone;
     with the batch pinned (``introspect.engine.load.determinism``) it is the size, and an
@@ -370,6 +382,8 @@ def generate(
         raise SamplingError(f"min_new_tokens must be an integer in [0, max_new_tokens={max_new_tokens}], got {min_new_tokens}")
     if batch_size < 1:
         raise SamplingError(f"batch_size must be >= 1, got {batch_size}")
+    if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or top_logprobs < 0:
+        raise SamplingError(f"top_logprobs must be an integer >= 0, got {top_logprobs}")
     injections = list(injections) if injections is not None else [None] * len(prompts)
     if len(injections) != len(prompts):
         raise InjectionError(f"{len(injections)} injection rows for {len(prompts)} prompts")
@@ -411,7 +425,8 @@ def generate(
         try:
             res = _run_batch(model, units, row_unit, row_seeds, [rows[r][1] for r in chunk], sampling=sampling,
                              max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, stops=stops,
-                             steps=set(logprob_steps), markers=markers, use_cache=use_cache, share=share_prefix, stats=st)
+                             steps=set(logprob_steps), markers=markers, use_cache=use_cache, share=share_prefix, stats=st,
+                             top_k=top_logprobs)
         except Exception as e:  # out of memory: halve the batch and redo this chunk; finished chunks stay
             size, failed = devices.halve_after_oom(model, e, size), size
             st.oom_halvings.append(failed)

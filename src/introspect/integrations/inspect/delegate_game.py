@@ -34,15 +34,14 @@ from inspect_ai.solver import TaskState, generate
 from introspect.data import MCQuestion
 from introspect.integrations.inspect.selfknowledge import delegate_pool, read_output
 from introspect.integrations.inspect.sk_records import (
-    check_sources,
     generate_config,
     header_of,
     sk_records,
 )
 from introspect.records.jsonl import trial_id, validate
+from introspect.report.inspect_mc import summarize_game  # noqa: F401  (imported from here)
 from introspect.tasks.selfknowledge import delegate as DG
 from introspect.tasks.selfknowledge.common import PREFILL, Decision
-from introspect.tasks.selfknowledge.game_metrics import summarize_delegate
 from introspect.tasks.selfknowledge.surface import surface
 
 GAME_KEY = "introspect_game"
@@ -188,9 +187,3 @@ def game_records(log: EvalLog, *, task: str | None = None) -> list[dict[str, Any
     trials = reply_records(rows, model_id=log.eval.model, run_id=log.eval.run_id, ts=str(log.eval.created),
                            task=task, gen=generate_config(log))
     return [header_of(log, trials, task), *trials] if trials else []
-
-
-def summarize_game(df: Any) -> Any:
-    """``summarize_delegate`` (the toolkit's game summary), refusing a group of mixed sources."""
-    check_sources(df)
-    return summarize_delegate(df)

@@ -13,6 +13,11 @@ Injection specs come from the toolkit's own builder (``tasks.injection.common.sp
 task A uses) over the concept-vector cache (``engine.vectors.VectorBank``), so an α here means
 what it means in a toolkit run.
 
+With ``GenerateConfig.logprobs`` an output choice carries Inspect ``Logprobs`` from that same
+decoding: per generated token its log-probability and, with ``top_logprobs=k``, the step's k most
+likely tokens (``logprobs_of``), so the self-knowledge tasks read our models' decisions from
+log-probs as they do an API model's.
+
 Loading is lazy and cached per process (``__init__`` only records the arguments): the first
 request loads the model; every provider instance with the same arguments shares it.
 """
@@ -30,9 +35,12 @@ from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
     GenerateConfig,
+    Logprob,
+    Logprobs,
     ModelAPI,
     ModelOutput,
     ModelUsage,
+    TopLogprob,
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
@@ -171,6 +179,34 @@ def build_specs(model: Any, request: Request, prompt: Prompt) -> list[tuple[Inje
     return out
 
 
+def token_text(tokenizer: Any, token_id: int) -> str:
+    """One token as text (" B" for a byte-level BPE token, spaces kept; a sentencepiece token
+    decoded alone loses its leading space)."""
+    return tokenizer.decode([int(token_id)], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def logprobs_of(tokenizer: Any, gen: Any, top: int) -> Logprobs:
+    """A generation's per-token log-probabilities as Inspect ``Logprobs``: the sampled token's
+    (``Generation.token_logprobs``) and, when ``top`` > 0, its step's ``top`` most likely tokens
+    (``Generation.top_logprobs``), floats only. Log-probabilities are log-softmax of the logits
+    the token was drawn from, before temperature (as OpenAI reports them)."""
+    texts: dict[int, str] = {}
+
+    def text(i: int) -> str:
+        if i not in texts:
+            texts[i] = token_text(tokenizer, i)
+        return texts[i]
+
+    content = []
+    for t, (tid, lp) in enumerate(zip(gen.tokens, gen.token_logprobs)):
+        tops = None
+        if top:
+            tops = [TopLogprob(token=text(i), logprob=float(v), bytes=list(text(i).encode()))
+                    for i, v in gen.top_logprobs[t][:top]]
+        content.append(Logprob(token=text(tid), logprob=float(lp), bytes=list(text(tid).encode()), top_logprobs=tops))
+    return Logprobs(content=content)
+
+
 def sampling_of(config: GenerateConfig) -> Sampling:
     t = DEFAULT_TEMPERATURE if config.temperature is None else float(config.temperature)
     return Sampling(t, 1.0 if config.top_p is None else float(config.top_p),
@@ -199,10 +235,14 @@ def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig,
     k = int(config.num_choices or 1)
     max_tokens = int(config.max_tokens or DEFAULT_MAX_TOKENS)
     n = len(request.conditions)
+    top = int(config.top_logprobs or 0) if config.logprobs else 0
+    if top < 0:
+        raise RequestError(f"top_logprobs must be >= 0, got {top}")
     stats = DecodeStats()
     gens = generate(model, [prompt] * n, [s for s, _ in specs], max_new_tokens=max_tokens, sampling=sampling,
                     n_samples=k, seeds=None if request.stream_key is None else [request.stream_key] * n,
-                    seed=config.seed, stop=tuple(config.stop_seqs or ()), batch_size=batch_size, stats=stats)
+                    seed=config.seed, stop=tuple(config.stop_seqs or ()), top_logprobs=top,
+                    batch_size=batch_size, stats=stats)
     info = model_info(model)
     yes_no = common.YesNo(model.tokenizer)  # task A's white-box score: first-token p(yes), p(no)
     choices, rows = [], []
@@ -212,7 +252,8 @@ def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig,
             g = gens[i * k + s]
             choices.append(ChatCompletionChoice(
                 message=ChatMessageAssistant(content=g.text, model=model_name, source="generate"),
-                stop_reason=STOP_REASON[g.stop_reason]))  # type: ignore[arg-type]
+                stop_reason=STOP_REASON[g.stop_reason],  # type: ignore[arg-type]
+                logprobs=logprobs_of(model.tokenizer, g, top) if config.logprobs else None))
             rows.append({**cond.to_json(), **desc, "condition": cond.record_condition, "sample": s,
                          "stream_seed": g.seed, "stop_reason": g.stop_reason, "n_tokens": len(g.tokens),
                          "logprob": float(sum(g.token_logprobs)), **yes_no(g)})

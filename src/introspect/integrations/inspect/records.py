@@ -15,7 +15,8 @@ records get only the scalar scores of choice 0 (what Inspect's scorers saw) and 
 
 Logs of the self-knowledge tasks (``selfknowledge.py``: their samples carry ``introspect_sk``
 metadata) become one record per item instead, whatever model answered (``sk_records``), and the
-Delegate Game's (``introspect_game``) one ``delegate`` record per reply (``delegate_game``).
+Delegate Game's (``introspect_game``) one ``delegate`` record per reply (``delegate_game``), and
+the SEB tasks' (``introspect_seb``) one toolkit SEB record per trial (``seb.seb_records``).
 """
 
 from __future__ import annotations
@@ -81,12 +82,17 @@ def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str,
     """A header and one trial record per (model call, choice) of ``log``; ``task`` names the
     records' task (default: the Inspect task's name), which picks the report's summariser.
     A self-knowledge task's log (any model) gives its item records (``sk_records.sk_records``),
-    a Delegate Game log its game records (``delegate_game.game_records``)."""
+    a Delegate Game log its game records (``delegate_game.game_records``), an SEB log its
+    association / restriction / difficulty records (``seb.seb_records``)."""
     keys = {k for s in log.samples or [] for k in (s.metadata or {})}
     if "introspect_sk" in keys:
         from introspect.integrations.inspect.sk_records import sk_records
 
         return sk_records(log, task=task)
+    if "introspect_seb" in keys:
+        from introspect.integrations.inspect.seb import seb_records
+
+        return seb_records(log, task=task)
     if "introspect_game" in keys:
         from introspect.integrations.inspect.delegate_game import game_records
 

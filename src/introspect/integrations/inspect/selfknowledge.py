@@ -10,12 +10,12 @@ options (``rotations``, on by default: the item's key sits at every letter once)
 The decision of every sample is read by ``read_output``, one way per output:
 
 - ``logprobs``: the output carries log-probabilities (the task asks for them:
-  ``GenerateConfig(logprobs=True, top_logprobs=20)``; OpenAI-style providers return them). The
+  ``GenerateConfig(logprobs=True, top_logprobs=20)``; OpenAI-style providers and ``introspect`` return them). The
   letter distribution is read from the top log-probs at the token where the parsed answer letter
   was written (with ``prefill`` that is the first token, as in the toolkit): every top token that
   spells a letter (" B", "B") adds its probability to that letter, renormalised over the letters,
   and ``mass`` keeps what they had before (letters outside the top k count 0).
-- ``text``: no log-probs returned (most other providers, the ``introspect`` provider). The
+- ``text``: no log-probs returned (most providers other than OpenAI-style ones and ``introspect``). The
   decision is the letter the toolkit's parser (``selfknowledge.parse.parse_letter``) reads, a
   one-hot distribution; unparsed is no decision (wrong, never a guess).
 

@@ -26,15 +26,15 @@ from inspect_ai.model import ModelOutput
 
 from introspect.integrations.inspect.selfknowledge import SK_KEY, read_output
 from introspect.records.jsonl import SCHEMA_VERSION, trial_id, validate, versions
+from introspect.report.inspect_mc import (  # noqa: F401  (their home before; still imported from here)
+    MixedSourcesError,
+    check_sources,
+    rotation_rows,
+    summarize_mc,
+)
 from introspect.report.load import flatten_trial
 from introspect.tasks.selfknowledge import rotations as R
-from introspect.tasks.selfknowledge.ability import summarize_ability
 from introspect.tasks.selfknowledge.common import LOW_MASS
-from introspect.tasks.selfknowledge.rows import b, frame, g, groups, modal_letter, num, prop, value
-
-
-class MixedSourcesError(ValueError):
-    """Logprob and text decisions in one summary group."""
 
 
 def _text(input: Any) -> str:
@@ -177,47 +177,6 @@ def generate_config(log: EvalLog) -> dict[str, Any]:
     cfg = log.plan.config.merge(log.eval.model_generate_config) if log.eval.model_generate_config else log.plan.config
     return {k: v for k, v in cfg.model_dump(exclude_none=True).items()
             if k in ("temperature", "max_tokens", "logprobs", "top_logprobs", "top_p", "seed")}
-
-
-# ---------------------------------------------------------------- summary
-def check_sources(df: pd.DataFrame) -> None:
-    """Raise when a (model, task, variant) group holds both logprob and text decisions."""
-    if df.empty or "grade.decision_source" not in df:
-        return
-    for keys, s in groups(df):
-        found = sorted({str(v) for v in g(s, "decision_source").dropna()})
-        if len(found) > 1:
-            raise MixedSourcesError(f"{keys}: mixes {' and '.join(found)} decisions in one summary; give each "
-                                    "source its own variant (sk_records does) and summarise them apart")
-
-
-def rotation_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Beside the letter-free decision: the rotation-0 letter reading (``accuracy_raw``,
-    ``modal_letter_rate_raw``), PriDe's reading, rotation consistency and the letter prior."""
-    rows: list[dict] = []
-    for keys, s in groups(df):
-        r = s[num(s, "rotations") > 1]
-        if r.empty:
-            continue
-        n = len(r)
-        rows.append(value(keys, "rotated_items", float(n), len(s)))
-        rows += prop(keys, "accuracy_raw", b(r, "raw_correct").sum(), n)
-        rows += modal_letter(keys, "modal_letter_rate_raw", g(r, "raw_choice", ""))
-        rows += prop(keys, "accuracy_pride", b(r, "pride_correct").sum(), n)
-        rows += modal_letter(keys, "modal_letter_rate_pride", g(r, "pride_choice", ""))
-        rows += prop(keys, "rotation_consistency", b(r, "rotation_consistent").sum(), n)
-        priors = [p for p in g(r, "letter_prior") if isinstance(p, dict)]
-        for k in sorted({k for p in priors for k in p}):
-            rows.append(value(keys, f"letter_prior[{k}]", sum(p.get(k, 0.0) for p in priors) / len(priors), n))
-    return frame(rows)
-
-
-def summarize_mc(df: pd.DataFrame) -> pd.DataFrame:
-    """The ability summariser (accuracy with its modal-letter rate, text accuracy, parse and
-    low-mass rates, mean P(correct)) plus ``rotation_rows``; refuses mixed decision sources."""
-    check_sources(df)
-    parts = [x for x in (summarize_ability(df), rotation_rows(df)) if not x.empty]
-    return pd.concat(parts, ignore_index=True) if parts else frame([])
 
 
 def frame_of(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
