@@ -102,12 +102,12 @@ def pick_words(ranked: Sequence[tuple[str, int]], exclude: Sequence[str], n: int
     return chosen
 
 
-def from_wordnet(exclude: Sequence[str], n: int = 320, root: Path = WORDNET_DIR) -> list[str]:
+def from_wordnet(exclude: Sequence[str], n: int = 320, root: Path = WORDNET_DIR, min_count: int = 3) -> list[str]:
     """The list as concepts/train_words.yaml holds it (alphabetical)."""
     paths = [root / f for f in ("index.noun", "data.noun", "cntlist.rev")]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"{missing[0]} not found; install WordNet's data (Debian: apt-get install wordnet-base)")
     ix, dn, cl = (p.read_text(encoding="utf-8").splitlines() for p in paths)
-    ranked = [(w, c) for w, c in concrete_nouns(ix, dn, cl) if w not in EXCLUDE]
+    ranked = [(w, c) for w, c in concrete_nouns(ix, dn, cl, min_count=min_count) if w not in EXCLUDE]
     return sorted(pick_words(ranked, exclude, n))
