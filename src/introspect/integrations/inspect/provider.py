@@ -145,10 +145,27 @@ def injected_positions(spec: InjectionSpec, prompt_len: int) -> dict[str, Any]:
     return {"prompt": runs, "generated": gen, "hook": spec.hook_name}
 
 
-def build_specs(model: Any, request: Request, prompt: Prompt) -> list[tuple[InjectionSpec | None, dict[str, Any]]]:
-    """One (spec or None, JSON description) per condition, built with task A's spec builder."""
+def toolkit_trial(coords: dict[str, Any], condition: str = "control", sample: int = 0, *,
+                  layer: int | None = None, alpha: float = 0.0, params: dict[str, Any] | None = None) -> Trial:
+    """The toolkit ``Trial`` of a request's ``trial`` coordinates in one condition and sample."""
+    return Trial(coords["task"], condition, coords["index"], layer, float(alpha), coords["word"], coords["variant"],
+                 tuple(sorted({**coords["params"], **(params or {})}.items())), sample)
+
+
+def trial_stream_key(fingerprint: str, coords: dict[str, Any], sample: int) -> str:
+    """The key of the stream a toolkit run gives sample ``sample`` of this trial's (one) prompt
+    (``tasks.injection.common.stream_keys``); epochs after the first append ``:epoch<N>``."""
+    key = f"{toolkit_trial(coords, sample=sample).stream_key(fingerprint, coords['seed'])}:0"
+    return key if coords["epoch"] == 1 else f"{key}:epoch{coords['epoch']}"
+
+
+def build_specs(model: Any, request: Request, prompt: Prompt, *, sample: int = 0,
+                memos: dict[int, dict[str, Any]] | None = None) -> list[tuple[InjectionSpec | None, dict[str, Any]]]:
+    """One (spec or None, JSON description) per condition, built with task A's spec builder.
+    ``sample``: which sample's specs (a ``random`` direction of a request with ``trial``
+    coordinates is drawn per sample, as a toolkit run draws it per trial)."""
     base = _context(model)
-    memos: dict[int, dict[str, Any]] = {}  # per layer: the prompt's residual norms, measured once
+    memos = {} if memos is None else memos  # per layer: the prompt's residual norms, measured once
     out: list[tuple[InjectionSpec | None, dict[str, Any]]] = []
     for cond in request.conditions:
         if not cond.injected:
@@ -165,7 +182,12 @@ def build_specs(model: Any, request: Request, prompt: Prompt) -> list[tuple[Inje
         positions = _positions(cond, prompt)
         extra: dict[str, Any] = {}
         if cond.direction == "random":
-            seed = cond.random_seed if cond.random_seed is not None else derived_seed(request.stream_key, cond.label)
+            seed = cond.random_seed
+            if seed is None and request.trial is not None:  # the seed a toolkit run gives this trial
+                t = toolkit_trial(request.trial, "random", sample, layer=int(cond.layer), alpha=cond.alpha)  # type: ignore[arg-type]
+                seed = int(t.id(base.fingerprint, request.trial["seed"]), 16) % 2**31
+            elif seed is None:
+                seed = derived_seed(request.stream_key, cond.label)
             inj = common.spec_for(ctx, trial, prompt, positions, random_seed=seed)
             extra["random_seed"] = seed
         elif cond.direction == "other_concept":
@@ -230,7 +252,6 @@ def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig,
         if isinstance(e, RequestError):
             raise
         raise RequestError(f"positions: {e}") from e
-    specs = build_specs(model, request, prompt)
     sampling = sampling_of(config)
     k = int(config.num_choices or 1)
     max_tokens = int(config.max_tokens or DEFAULT_MAX_TOKENS)
@@ -239,17 +260,27 @@ def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig,
     if top < 0:
         raise RequestError(f"top_logprobs must be >= 0, got {top}")
     stats = DecodeStats()
-    gens = generate(model, [prompt] * n, [s for s, _ in specs], max_new_tokens=max_tokens, sampling=sampling,
-                    n_samples=k, seeds=None if request.stream_key is None else [request.stream_key] * n,
-                    seed=config.seed, stop=tuple(config.stop_seqs or ()), top_logprobs=top,
-                    batch_size=batch_size, stats=stats)
+    common_args = dict(max_new_tokens=max_tokens, sampling=sampling, seed=config.seed, stop=tuple(config.stop_seqs or ()),
+                       top_logprobs=top, batch_size=batch_size, stats=stats)
+    if request.trial is None:  # one spec per condition; sample s of each from stream_seed(key, s)
+        one = build_specs(model, request, prompt)
+        specs = [one[i] for i in range(n) for _ in range(k)]
+        gens = generate(model, [prompt] * n, [s for s, _ in one], n_samples=k,
+                        seeds=None if request.stream_key is None else [request.stream_key] * n, **common_args)
+    else:  # a toolkit trial: one row per (condition, sample), each on the toolkit run's stream
+        memos: dict[int, dict[str, Any]] = {}
+        per = [build_specs(model, request, prompt, sample=s, memos=memos) for s in range(k)]
+        specs = [per[s][i] for i in range(n) for s in range(k)]
+        fp = _context(model).fingerprint
+        keys = [trial_stream_key(fp, request.trial, s) for s in range(k)]
+        gens = generate(model, [prompt] * (n * k), [s for s, _ in specs], n_samples=1,
+                        seeds=[keys[s] for _ in range(n) for s in range(k)], **common_args)
     info = model_info(model)
     yes_no = common.YesNo(model.tokenizer)  # task A's white-box score: first-token p(yes), p(no)
     choices, rows = [], []
     for i, cond in enumerate(request.conditions):
-        spec, desc = specs[i]
         for s in range(k):
-            g = gens[i * k + s]
+            g, desc = gens[i * k + s], specs[i * k + s][1]
             choices.append(ChatCompletionChoice(
                 message=ChatMessageAssistant(content=g.text, model=model_name, source="generate"),
                 stop_reason=STOP_REASON[g.stop_reason],  # type: ignore[arg-type]
@@ -261,7 +292,7 @@ def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig,
         "model_id": info.name, "fingerprint": info.fingerprint, "versions": _versions(),
         "stream_key": request.stream_key, "seed": config.seed, "prompt": prompt.text, "prompt_tokens": len(prompt),
         "sampling": sampling.to_dict(), "max_new_tokens": max_tokens, "stop": list(config.stop_seqs or ()),
-        "request": request.raw, "choices": rows, "fired": dict(stats.fired),
+        "request": request.raw, "choices": rows, "fired": dict(stats.fired), "trial": request.trial,
     }
     out_tokens = sum(len(g.tokens) for g in gens)
     return ModelOutput(model=model_name, choices=choices, metadata={METADATA_KEY: meta},

@@ -33,7 +33,17 @@ Fields of a condition (top-level values are the defaults every condition inherit
   (``other_concept`` only), ``label`` (a name for the condition in the output).
 
 Top level only: ``stream_key`` (every row of the request samples from the stream of this key;
-without it, ``GenerateConfig.seed`` and the prompt's tokens name the stream) and ``conditions``.
+without it, ``GenerateConfig.seed`` and the prompt's tokens name the stream), ``conditions`` and
+``trial``: the toolkit trial this request is, as its coordinates (no model identity)::
+
+    "trial": {"task": "A", "variant": "paper", "index": 0, "word": "bread", "seed": 0}
+
+(optional ``params``, an object of the trial's params; ``epoch``, > 1 for Inspect's repeats).
+With it, sample k of every condition draws from the stream a toolkit run gives that trial's
+k-th sample (``Trial.stream_key`` over the model's fingerprint, the key ``stream_key`` would
+name is not used) and a ``random`` direction without ``random_seed`` gets the seed a toolkit
+run gives its ``random`` trial (per sample): a direct run of the same trials decodes the same
+answers. ``epoch`` N > 1 appends ``:epoch<N>`` to those keys (new draws).
 """
 
 from __future__ import annotations
@@ -54,7 +64,8 @@ DEFAULT_LABEL = {"none": "control", "concept": "injected", "negative": "negative
                  "other_concept": "concept_random", "zero": "placebo"}
 CONDITION_KEYS = {"direction", "concept", "layer", "alpha", "alpha_units", "positions", "random_seed",
                   "vector_concept", "label"}
-TOP_KEYS = CONDITION_KEYS | {"stream_key", "conditions"}
+TOP_KEYS = CONDITION_KEYS | {"stream_key", "conditions", "trial"}
+TRIAL_KEYS = {"task", "variant", "index", "word", "seed", "params", "epoch"}
 
 
 class RequestError(ValueError):
@@ -106,6 +117,35 @@ class Request:
     conditions: tuple[Condition, ...]
     stream_key: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    trial: dict[str, Any] | None = None  # the toolkit trial's coordinates (``trial`` above)
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _trial(t: Any) -> dict[str, Any]:
+    """The ``trial`` object, checked, with its defaults filled in."""
+    if not isinstance(t, dict):
+        raise RequestError(f"introspect.trial must be an object, got {type(t).__name__}")
+    unknown = set(t) - TRIAL_KEYS
+    if unknown:
+        raise RequestError(f"introspect.trial: unknown keys {sorted(unknown)}; a trial takes {sorted(TRIAL_KEYS)}")
+    if not isinstance(t.get("task"), str) or not t["task"]:
+        raise RequestError(f"introspect.trial.task must be a task name, got {t.get('task')!r}")
+    for k, default in (("index", 0), ("seed", 0), ("epoch", 1)):
+        if not _int(t.get(k, default)):
+            raise RequestError(f"introspect.trial.{k} must be an integer, got {t.get(k)!r}")
+    if int(t.get("epoch", 1)) < 1 or int(t.get("index", 0)) < 0:
+        raise RequestError("introspect.trial: index must be >= 0 and epoch >= 1")
+    for k in ("variant", "word"):
+        if t.get(k) is not None and not isinstance(t[k], str):
+            raise RequestError(f"introspect.trial.{k} must be a string, got {t[k]!r}")
+    if not isinstance(t.get("params", {}), dict):
+        raise RequestError(f"introspect.trial.params must be an object, got {t.get('params')!r}")
+    return {"task": t["task"], "variant": t.get("variant") or "default", "index": int(t.get("index", 0)),
+            "word": t.get("word"), "seed": int(t.get("seed", 0)), "params": dict(t.get("params", {})),
+            "epoch": int(t.get("epoch", 1))}
 
 
 def _check_json(value: Any, where: str) -> None:
@@ -199,6 +239,7 @@ def parse_request(body: dict[str, Any] | None) -> Request:
     unknown = set(spec) - TOP_KEYS
     if unknown:
         raise RequestError(f"introspect: unknown keys {sorted(unknown)}; a request takes {sorted(TOP_KEYS)}")
+    trial = _trial(spec["trial"]) if "trial" in spec else None
     key = spec.get("stream_key")
     if key is not None and not isinstance(key, (str, int)):
         raise RequestError(f"introspect.stream_key must be a string or integer, got {key!r}")
@@ -210,14 +251,14 @@ def parse_request(body: dict[str, Any] | None) -> Request:
         if not isinstance(groups, list) or not groups or not all(isinstance(c, dict) for c in groups):
             raise RequestError("introspect.conditions must be a non-empty list of objects")
         for i, c in enumerate(groups):
-            if "stream_key" in c or "conditions" in c:
-                raise RequestError(f"introspect.conditions[{i}]: stream_key and conditions belong to the top level "
+            if "stream_key" in c or "conditions" in c or "trial" in c:
+                raise RequestError(f"introspect.conditions[{i}]: stream_key, conditions and trial belong to the top level "
                                    "(a group shares one stream)")
         conds = tuple(_condition({**base, **c}, f"introspect.conditions[{i}]") for i, c in enumerate(groups))
     labels = [c.label for c in conds]
     if len(set(labels)) != len(labels):
         raise RequestError(f"introspect.conditions: labels must differ, got {labels}; give each a label")
-    return Request(conds, None if key is None else str(key), json.loads(json.dumps(spec)))
+    return Request(conds, None if key is None else str(key), json.loads(json.dumps(spec)), trial)
 
 
 def derived_seed(stream_key: str | None, label: str) -> int:
