@@ -99,24 +99,30 @@ def test_records_feed_the_summariser(eval_log, tmp_path):
 
 
 def test_task_a_as_an_inspect_eval(tiny_dir, tiny_model, tmp_path):
-    """The ``injected_thoughts`` task (task A's question, 2 concepts, 2 epochs): every group's
-    placebo equals its control, epochs draw new streams, injection starts at "Trial 1"."""
+    """The ``injected_thoughts`` task (task A's question, 2 concepts, 2 epochs, no ablations):
+    every group's placebo equals its control, epochs draw new streams and count as further
+    samples (task A records: paired per sample), injection starts at "Trial 1"."""
     from introspect.integrations.inspect.tasks import injected_thoughts
 
     path = str(tiny_dir("llama"))
     P._MODELS.setdefault((path, None, None, None), tiny_model("llama"))
-    t = injected_thoughts(layer=2, alpha=2, alpha_units="resid", n_concepts=2, max_tokens=6)
+    t = injected_thoughts(layer=2, alpha=2, alpha_units="resid", n_concepts=2, max_tokens=6, ablations=False)
     log = eval(t, model=f"introspect/{path}", display="none", log_dir=str(tmp_path), log_format="json",
                epochs=2)[0]
     assert log.status == "success", log.error
     trials = records_from_log(read_eval_log(log.location))[1:]
-    assert len(trials) == 2 * 2 * 3
+    assert len(trials) == 2 * 2 * (3 + 1)  # control, injected, placebo, and the control under +placebo
+    assert {r["task"] for r in trials} == {"A"} and {r["variant"] for r in trials} == {"paper"}
+    assert len({r["trial_id"] for r in trials}) == len(trials)
     groups: dict = {}
     for r in trials:
+        if r["extra"].get("copy_of"):
+            continue
         groups.setdefault((r["word"], r["extra"]["epoch"]), {})[r["extra"]["label"]] = r
     assert len(groups) == 4 and len({w for w, _ in groups}) == 2
-    for g in groups.values():
+    for (_, epoch), g in groups.items():
         assert g["placebo"]["response"] == g["control"]["response"]
+        assert {r["sample"] for r in g.values()} == {epoch - 1}
         assert "Trial 1" in g["injected"]["prompt"]
         start = g["injected"]["extra"]["injected_positions"]["prompt"][0][0]
         assert g["injected"]["token_positions"] == f"from:{start}+generated"

@@ -13,6 +13,11 @@ records of its last model call; a score whose metadata holds ``choices`` (one gr
 choice, as ``scorers.detection`` writes) grades each choice; otherwise a multi-choice output's
 records get only the scalar scores of choice 0 (what Inspect's scorers saw) and the others none.
 
+A request that names its toolkit trial (``trial``: ``tasks.injected_thoughts`` sends task A's)
+gives that trial's records: task ``A``, its framing as the variant, its index and sample, the
+toolkit's trial ids and ``extra`` fields, so ``summarize`` runs task A's paired summariser on
+them and equals it on a direct run of the same trials (``toolkit_records``).
+
 Logs of the self-knowledge tasks (``selfknowledge.py``: their samples carry ``introspect_sk``
 metadata) become one record per item instead, whatever model answered (``sk_records``), and the
 Delegate Game's (``introspect_game``) one ``delegate`` record per reply (``delegate_game``), and
@@ -78,9 +83,57 @@ def _token_positions(row: dict[str, Any]) -> list[int] | str | None:
     return p
 
 
+def _toolkit_id(meta: dict[str, Any], coords: dict[str, Any], condition: str, sample: int, *, placebo: bool,
+                layer: int | None = None, alpha: float = 0.0, params: dict[str, Any] | None = None) -> str:
+    """The trial id a toolkit run gives this trial (its placebo run's, for a zero injection)."""
+    from introspect.integrations.inspect.provider import toolkit_trial
+
+    fp = meta["fingerprint"] + (":placebo" if placebo else "")
+    return toolkit_trial(coords, condition, sample, layer=layer, alpha=alpha, params=params).id(fp, coords["seed"])
+
+
+def toolkit_records(recs: list[dict[str, Any]], rows: list[dict[str, Any]], meta: dict[str, Any],
+                    coords: dict[str, Any], mismatch: str | None) -> list[dict[str, Any]]:
+    """One request's records as its toolkit trial's: the trial's task, framing (variant), index,
+    seed and sample, the toolkit's trial ids, ``extra.vector_word`` only under another concept's
+    direction and ``extra.mismatch_word`` (task A's), so the task's own summariser pairs each
+    injected answer with its control as it pairs a direct run's. Epoch N > 1 (Inspect's repeats,
+    new streams) counts as samples (N − 1)·K … N·K − 1. A request with a zero injection also
+    gives its control under the placebo model id (the same answer): the placebo rows then pair
+    with a control, as a toolkit placebo run's do (Net 0 by construction)."""
+    k = 1 + max((int(r["sample"]) for r in rows), default=0)
+    epoch = int(coords.get("epoch", 1))
+    more = {"epoch": epoch} if epoch > 1 else {}
+    out = []
+    for rec, row in zip(recs, rows):
+        s = int(row["sample"]) + (epoch - 1) * k
+        params = {**more, **({"vector_word": row["vector_concept"]} if row["direction"] == "other_concept" else {})}
+        injected = rec["injected"]
+        ex = {key: v for key, v in rec["extra"].items() if key not in ("vector_word", "alpha_as")}
+        if row["direction"] == "other_concept":
+            ex["vector_word"] = row["vector_concept"]
+        if injected:
+            ex["alpha_as"] = rec["extra"]["alpha_as"]
+        if mismatch and rec["word"]:
+            ex["mismatch_word"] = mismatch
+        tid = _toolkit_id(meta, coords, rec["condition"], s, placebo=ex["placebo"], layer=rec["layer_idx"],
+                          alpha=rec["alpha"], params=params)
+        out.append({**rec, "variant": coords["variant"], "trial_index": coords["index"],
+                    "seed": coords["seed"], "sample": s, "trial_id": tid, "extra": ex})
+    if any(r["extra"]["placebo"] for r in out):
+        for rec in [r for r in out if r["condition"] == "control"]:
+            tid = _toolkit_id(meta, coords, "control", rec["sample"], placebo=True, params=more)
+            out.append({**rec, "model_id": rec["model_id"] + "+placebo", "trial_id": tid,
+                        "extra": {**rec["extra"], "placebo": True, "fingerprint": rec["extra"]["fingerprint"] + ":placebo",
+                                  "copy_of": rec["trial_id"]}})
+    return out
+
+
 def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str, Any]]:
     """A header and one trial record per (model call, choice) of ``log``; ``task`` names the
-    records' task (default: the Inspect task's name), which picks the report's summariser.
+    records' task (default: the request's toolkit ``trial`` task, e.g. ``A`` for
+    ``injected_thoughts``, else the Inspect task's name), which picks the report's summariser.
+    A request with ``trial`` coordinates gives that toolkit trial's records (``toolkit_records``).
     A self-knowledge task's log (any model) gives its item records (``sk_records.sk_records``),
     a Delegate Game log its game records (``delegate_game.game_records``), an SEB log its
     association / restriction / difficulty records (``seb.seb_records``)."""
@@ -97,7 +150,6 @@ def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str,
         from introspect.integrations.inspect.delegate_game import game_records
 
         return game_records(log, task=task)
-    name = task or log.eval.task
     trials: list[dict[str, Any]] = []
     first: dict[str, Any] | None = None
     for s_idx, sample in enumerate(log.samples or []):
@@ -107,12 +159,15 @@ def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str,
             first = first or meta
             rows = meta["choices"]
             grades = _grades(sample, len(rows)) if call == len(outs) - 1 else [{} for _ in rows]
+            coords_t = meta.get("trial")  # a toolkit trial's coordinates: its records are that run's
+            name = task or (coords_t["task"] if coords_t else log.eval.task)
+            recs = []
             for j, (row, choice) in enumerate(zip(rows, out.choices)):
                 placebo = row["direction"] == "zero"
                 injected = row["direction"] != "none"
                 coords = dict(eval_id=log.eval.eval_id, sample=str(sample.id), epoch=sample.epoch, call=call,
                               label=row["label"], k=row["sample"])
-                rec = {
+                recs.append({
                     "type": "trial", "seed": int(meta.get("seed") or 0),
                     "model_id": meta["model_id"] + ("+placebo" if placebo else ""), "task": name,
                     "condition": row["condition"], "layer_idx": row["layer"] if injected else None,
@@ -130,14 +185,18 @@ def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str,
                               "injected_positions": row.get("injected_positions"), "placebo": placebo,
                               "fingerprint": meta["fingerprint"] + (":placebo" if placebo else "")},
                     "ts": str(log.eval.created),
-                }
-                trials.append(validate(rec))
+                })
+            if coords_t:
+                recs = toolkit_records(recs, rows, meta, coords_t, (sample.metadata or {}).get("mismatch_word"))
+            trials += [validate(r) for r in recs]
     if first is None:
         return []
     rev = log.eval.revision
+    name = task or (first.get("trial") or {}).get("task") or log.eval.task
+    seed = (first.get("trial") or {}).get("seed", first.get("seed"))
     header = {
         "type": "header", "schema": SCHEMA_VERSION, "run_id": log.eval.run_id, "ts": str(log.eval.created),
-        "model_id": first["model_id"], "fingerprint": first["fingerprint"], "seed": int(first.get("seed") or 0),
+        "model_id": first["model_id"], "fingerprint": first["fingerprint"], "seed": int(seed or 0),
         "versions": first["versions"],
         "git_commit": (rev.commit + ("+dirty" if rev.dirty else "")) if rev is not None else "unknown",
         "config": {"inspect": {"task": log.eval.task, "task_id": log.eval.task_id, "eval_id": log.eval.eval_id,

@@ -13,7 +13,9 @@ from introspect.integrations.inspect.provider import METADATA_KEY
 def detection():
     """Task A's grader (``grading.grade_task_A``: strict INJECTION / NO_INJECTION format, else
     the free-form rule) on every choice, with the choice's concept and whether a real vector was
-    added (a zero injection is not one). The value is the share of choices whose report is right
+    added (a zero injection is not one), graded as task A grades it: ``identified`` (names the
+    concept), under another concept's direction ``names_vector_word``, and with the sample's
+    ``mismatch_word`` (metadata) ``identified_mismatch``. The value is the share of choices whose report is right
     (detected exactly when injected); each choice's grade dict is in ``metadata["choices"]``,
     which ``records_from_log`` turns into the records' grades."""
 
@@ -21,11 +23,18 @@ def detection():
         meta = (state.output.metadata or {}).get(METADATA_KEY)
         if not meta:
             return Score(value=0.0, explanation="no introspect output to grade")
+        mismatch = (state.metadata or {}).get("mismatch_word")
         grades = []
         for row, choice in zip(meta["choices"], state.output.choices):
             real = row["direction"] not in ("none", "zero")
-            g = grade_task_A(choice.message.text, row.get("concept"), real)
-            grades.append({**g, "identified": bool(g.get("matched")), "right": bool(g["detected"]) == real})
+            text = choice.message.text
+            g = grade_task_A(text, row.get("concept"), real)
+            g["identified"] = bool(g.get("matched"))
+            if row["direction"] == "other_concept" and row.get("vector_concept"):
+                g["names_vector_word"] = bool(grade_task_A(text, row["vector_concept"], True).get("matched"))
+            if mismatch and row.get("concept"):
+                g["identified_mismatch"] = bool(grade_task_A(text, mismatch, True).get("matched"))
+            grades.append({**g, "right": bool(g["detected"]) == real})
         value = sum(g["right"] for g in grades) / len(grades)
         return Score(value=value, metadata={"choices": grades})
 

@@ -1,17 +1,26 @@
 """Toolkit tasks as Inspect evals (first step: task A's detection question).
 
 ``inspect eval introspect/integrations/inspect/tasks.py@injected_thoughts --model
-introspect/smollm2-135m-instruct -T layer=20`` asks task A's question (Lindsey's ``paper`` framing, or
-``seed``: the strict NO_INJECTION / INJECTION: <word> format) once per concept, as one request
-of conditions decoded from one stream: the control, the concept injected from the blank line
-before "Trial N" through every generated token (task A's positions), the placebo (a zero
-vector there) and, with ``ablations``, −v and a Gaussian direction of v's norm. Concepts are
-task A's seeded sample of the words file. Graded per choice by task A's grader
-(``scorers.detection``); ``records.records_from_log`` turns the log into toolkit records.
+introspect/smollm2-135m-instruct -T layer=20`` asks task A's question (Lindsey's ``paper``
+framing, ``explained``, or ``seed``: the strict NO_INJECTION / INJECTION: <word> format) as the
+toolkit's task A plans it: one sample per (concept, trial), one request of conditions decoded
+from one prompt: the control, then per (layer, α) cell the concept injected from the blank line
+before "Trial N" through every generated token (task A's positions), and, with ``ablations``
+(default, as task A), a Gaussian direction and another concept's direction at v's norm, and −v;
+with ``placebo``, a zero vector there too. ``samples`` K answers per condition.
+
+Each request carries its toolkit trial's coordinates (``trial``: task A, framing, index, concept,
+seed), so the provider draws sample k of every condition from the stream a toolkit run gives
+that trial and the random direction from the seed it gives it: with the same settings, a direct
+``introspect run --tasks A`` run's detection trials and these decode the same answers, and
+``records.records_from_log`` makes task A records (task ``A``) that its summariser pairs as the
+direct run's. Concepts are task A's seeded sample of the words file, the other concept and the
+mismatch word task A's own draws. Graded per choice by task A's grader (``scorers.detection``).
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from inspect_ai import Task, task
@@ -23,13 +32,14 @@ from inspect_ai.model import (
     GenerateConfig,
 )
 
+from introspect.grading import NEXT_TURN_STOPS
 from introspect.integrations.inspect.scorers import detection
 from introspect.integrations.inspect.solvers import inject
 from introspect.tasks import prompts as P
 from introspect.tasks.base import TaskConfig
 from introspect.tasks.injection import common
 
-FRAMINGS = {"paper": P.task_a_paper, "seed": P.task_a_seed}
+FRAMINGS = {"paper": P.task_a_paper, "explained": P.task_a_explained, "seed": P.task_a_seed}
 ROLES = {"user": ChatMessageUser, "assistant": ChatMessageAssistant, "system": ChatMessageSystem}
 
 
@@ -37,25 +47,58 @@ def _messages(conv) -> list[Any]:
     return [ROLES[m["role"]](content=m["content"]) for m in conv.messages]
 
 
+def _listed(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def cell_conditions(word: str, other: str, cells: list[tuple[int, float]], *, ablations: bool = True,
+                    placebo: bool = True) -> list[dict[str, Any]]:
+    """A trial's conditions in task A's order: the control, then per cell injected, random,
+    concept_random (``other``'s direction), negative, and the placebo; labelled by cell when
+    there are several."""
+    out: list[dict[str, Any]] = [{"direction": "none"}]
+    for layer, alpha in cells:
+        tag = f"@{layer}:{alpha:g}" if len(cells) > 1 else ""
+        dirs = [("concept", "injected", {})]
+        if ablations:
+            dirs += [("random", "random", {}), ("other_concept", "concept_random", {"vector_concept": other}),
+                     ("negative", "negative", {})]
+        if placebo:
+            dirs.append(("zero", "placebo", {}))
+        out += [{"direction": d, "layer": layer, "alpha": alpha, "label": label + tag, **more}
+                for d, label, more in dirs]
+    return out
+
+
 @task
-def injected_thoughts(layer: int, alpha: float = 4.0, alpha_units: str = "raw", n_concepts: int = 5,
-                      n_trials: int = 1, framing: str = "paper", ablations: bool = False, seed: int = 0,
-                      words_file: str | None = None, max_tokens: int = 40) -> Task:
-    """Task A's detection question, one sample per (concept, trial), each a group of conditions."""
+def injected_thoughts(layer: int | list[int], alpha: float | list[float] = 4.0, alpha_units: str = "raw",
+                      n_concepts: int = 5, n_trials: int = 1, framing: str = "paper", ablations: bool = True,
+                      placebo: bool = True, samples: int = 1, seed: int = 0, words_file: str | None = None,
+                      max_tokens: int = 40, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0) -> Task:
+    """Task A's detection question, one sample per (concept, trial), each a group of conditions
+    (every (layer, α) cell of ``layer`` × ``alpha``, each a number or a list), K = ``samples``
+    answers per condition; the toolkit's defaults (T = 1, 40 tokens, next-turn stop strings)."""
     if framing not in FRAMINGS:
         raise ValueError(f"framing must be one of {sorted(FRAMINGS)}, got {framing!r}")
-    concepts = common.pick_concepts(TaskConfig(n_concepts=n_concepts, seed=seed, words_file=words_file))
-    conditions: list[dict[str, Any]] = [{"direction": "none"}, {"direction": "concept"}, {"direction": "zero"}]
-    if ablations:
-        conditions += [{"direction": "negative"}, {"direction": "random"}]
-    samples = []
+    cfg = TaskConfig(layers=tuple(int(la) for la in _listed(layer)), alphas=tuple(float(a) for a in _listed(alpha)),
+                     alpha_units=alpha_units, n_concepts=n_concepts, n_trials=n_trials, seed=seed,
+                     words_file=words_file, n_samples=int(samples))
+    ctx = SimpleNamespace(cfg=cfg)  # what task A's draws read: the seed and the words file
+    concepts = common.pick_concepts(cfg)
+    cells = [(int(la), float(a)) for la in cfg.layers for a in cfg.alphas]
+    out = []
     for word in concepts:
+        mismatch = common.other_concept(ctx, concepts, word, "mismatch")
         for i in range(n_trials):
             conv = FRAMINGS[framing](i + 1)
-            request = {"concept": word, "layer": int(layer), "alpha": float(alpha), "alpha_units": alpha_units,
-                       "positions": {"from_text": conv.marks[P.FROM_MARK]}, "stream_key": f"{seed}:{framing}:{word}:{i}",
-                       "conditions": conditions}
-            samples.append(Sample(id=f"{word}-{i}", input=_messages(conv), target=word,
-                                  metadata={"introspect": request, "word": word, "trial": i}))
-    return Task(dataset=MemoryDataset(samples, name=f"injected_thoughts-{framing}"), solver=inject(),
-                scorer=detection(), config=GenerateConfig(max_tokens=max_tokens), name="injected_thoughts")
+            other = common.other_concept(ctx, [], word, f"concept_random:{i}")
+            request = {"concept": word, "alpha_units": alpha_units, "positions": {"from_text": conv.marks[P.FROM_MARK]},
+                       "stream_key": f"{seed}:{framing}:{word}:{i}",
+                       "trial": {"task": "A", "variant": framing, "index": i, "word": word, "seed": seed},
+                       "conditions": cell_conditions(word, other, cells, ablations=ablations, placebo=placebo)}
+            out.append(Sample(id=f"{word}-{i}", input=_messages(conv), target=word,
+                              metadata={"introspect": request, "word": word, "trial": i, "mismatch_word": mismatch}))
+    config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k or None,
+                            num_choices=int(samples), stop_seqs=list(NEXT_TURN_STOPS))
+    return Task(dataset=MemoryDataset(out, name=f"injected_thoughts-{framing}"), solver=inject(),
+                scorer=detection(), config=config, name="injected_thoughts")
