@@ -106,7 +106,8 @@ def test_task_a_as_an_inspect_eval(tiny_dir, tiny_model, tmp_path):
 
     path = str(tiny_dir("llama"))
     P._MODELS.setdefault((path, None, None, None), tiny_model("llama"))
-    t = injected_thoughts(layer=2, alpha=2, alpha_units="resid", n_concepts=2, max_tokens=6, ablations=False)
+    t = injected_thoughts(layer=2, alpha=2, alpha_units="resid", n_concepts=2, max_tokens=6, ablations=False,
+                          n_bias=0)
     log = eval(t, model=f"introspect/{path}", display="none", log_dir=str(tmp_path), log_format="json",
                epochs=2)[0]
     assert log.status == "success", log.error

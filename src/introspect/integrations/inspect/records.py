@@ -60,7 +60,7 @@ def _grades(sample: EvalSample, n_choices: int) -> list[dict[str, Any]]:
         per = (score.metadata or {}).get("choices")
         if isinstance(per, list) and len(per) == n_choices:
             for j, g in enumerate(per):
-                out[j].update({k: v for k, v in (g or {}).items() if _scalar(v) is not None})
+                out[j].update({k: v for k, v in (g or {}).items() if v is None or _scalar(v) is not None})
             continue
         values = score.value if isinstance(score.value, dict) else {name: score.value}
         for k, v in values.items():
@@ -93,14 +93,18 @@ def _toolkit_id(meta: dict[str, Any], coords: dict[str, Any], condition: str, sa
 
 
 def toolkit_records(recs: list[dict[str, Any]], rows: list[dict[str, Any]], meta: dict[str, Any],
-                    coords: dict[str, Any], mismatch: str | None) -> list[dict[str, Any]]:
+                    coords: dict[str, Any], metadata: dict[str, Any]) -> list[dict[str, Any]]:
     """One request's records as its toolkit trial's: the trial's task, framing (variant), index,
     seed and sample, the toolkit's trial ids, ``extra.vector_word`` only under another concept's
     direction and ``extra.mismatch_word`` (task A's), so the task's own summariser pairs each
     injected answer with its control as it pairs a direct run's. Epoch N > 1 (Inspect's repeats,
     new streams) counts as samples (N − 1)·K … N·K − 1. A request with a zero injection also
     gives its control under the placebo model id (the same answer): the placebo rows then pair
-    with a control, as a toolkit placebo run's do (Net 0 by construction)."""
+    with a control, as a toolkit placebo run's do (Net 0 by construction). A bias question's
+    request (``metadata["bias"]``, the trial's ``question`` param) gives ``bias_control`` and
+    ``bias`` records with ``extra.question`` and ``extra.correct``."""
+    mismatch, bias = metadata.get("mismatch_word"), metadata.get("bias")
+    rename = {"control": "bias_control", "injected": "bias"} if bias else {}
     k = 1 + max((int(r["sample"]) for r in rows), default=0)
     epoch = int(coords.get("epoch", 1))
     more = {"epoch": epoch} if epoch > 1 else {}
@@ -109,6 +113,7 @@ def toolkit_records(recs: list[dict[str, Any]], rows: list[dict[str, Any]], meta
         s = int(row["sample"]) + (epoch - 1) * k
         params = {**more, **({"vector_word": row["vector_concept"]} if row["direction"] == "other_concept" else {})}
         injected = rec["injected"]
+        rec = {**rec, "condition": rename.get(rec["condition"], rec["condition"])}
         ex = {key: v for key, v in rec["extra"].items() if key not in ("vector_word", "alpha_as")}
         if row["direction"] == "other_concept":
             ex["vector_word"] = row["vector_concept"]
@@ -116,13 +121,15 @@ def toolkit_records(recs: list[dict[str, Any]], rows: list[dict[str, Any]], meta
             ex["alpha_as"] = rec["extra"]["alpha_as"]
         if mismatch and rec["word"]:
             ex["mismatch_word"] = mismatch
+        if bias:
+            ex["question"], ex["correct"] = bias["question"], bias["correct"]
         tid = _toolkit_id(meta, coords, rec["condition"], s, placebo=ex["placebo"], layer=rec["layer_idx"],
                           alpha=rec["alpha"], params=params)
         out.append({**rec, "variant": coords["variant"], "trial_index": coords["index"],
                     "seed": coords["seed"], "sample": s, "trial_id": tid, "extra": ex})
     if any(r["extra"]["placebo"] for r in out):
-        for rec in [r for r in out if r["condition"] == "control"]:
-            tid = _toolkit_id(meta, coords, "control", rec["sample"], placebo=True, params=more)
+        for rec in [r for r in out if r["condition"] in ("control", "bias_control")]:
+            tid = _toolkit_id(meta, coords, rec["condition"], rec["sample"], placebo=True, params=more)
             out.append({**rec, "model_id": rec["model_id"] + "+placebo", "trial_id": tid,
                         "extra": {**rec["extra"], "placebo": True, "fingerprint": rec["extra"]["fingerprint"] + ":placebo",
                                   "copy_of": rec["trial_id"]}})
@@ -187,7 +194,7 @@ def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str,
                     "ts": str(log.eval.created),
                 })
             if coords_t:
-                recs = toolkit_records(recs, rows, meta, coords_t, (sample.metadata or {}).get("mismatch_word"))
+                recs = toolkit_records(recs, rows, meta, coords_t, sample.metadata or {})
             trials += [validate(r) for r in recs]
     if first is None:
         return []

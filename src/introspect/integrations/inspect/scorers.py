@@ -5,7 +5,7 @@ from __future__ import annotations
 from inspect_ai.scorer import Score, Target, mean, scorer
 from inspect_ai.solver import TaskState
 
-from introspect.grading import grade_task_A
+from introspect.grading import coherence, cut_at_next_turn, grade_bias_answer, grade_task_A
 from introspect.integrations.inspect.provider import METADATA_KEY
 
 
@@ -15,7 +15,9 @@ def detection():
     the free-form rule) on every choice, with the choice's concept and whether a real vector was
     added (a zero injection is not one), graded as task A grades it: ``identified`` (names the
     concept), under another concept's direction ``names_vector_word``, and with the sample's
-    ``mismatch_word`` (metadata) ``identified_mismatch``. The value is the share of choices whose report is right
+    ``mismatch_word`` (metadata) ``identified_mismatch``. A sample with ``bias`` metadata (a bias
+    question and its right answer) is graded by content instead (``grade_bias_answer`` and
+    coherence on the answer cut at a made-up next turn; the value: the share answered right). The value is the share of choices whose report is right
     (detected exactly when injected); each choice's grade dict is in ``metadata["choices"]``,
     which ``records_from_log`` turns into the records' grades."""
 
@@ -24,10 +26,15 @@ def detection():
         if not meta:
             return Score(value=0.0, explanation="no introspect output to grade")
         mismatch = (state.metadata or {}).get("mismatch_word")
+        bias = (state.metadata or {}).get("bias")
         grades = []
         for row, choice in zip(meta["choices"], state.output.choices):
             real = row["direction"] not in ("none", "zero")
             text = choice.message.text
+            if bias:  # an unrelated yes/no question: graded by content, as task A grades it
+                cut = cut_at_next_turn(text)
+                grades.append({**grade_bias_answer(cut, bias["correct"]), "coherent": coherence(cut).coherent})
+                continue
             g = grade_task_A(text, row.get("concept"), real)
             g["identified"] = bool(g.get("matched"))
             if row["direction"] == "other_concept" and row.get("vector_concept"):
@@ -35,6 +42,9 @@ def detection():
             if mismatch and row.get("concept"):
                 g["identified_mismatch"] = bool(grade_task_A(text, mismatch, True).get("matched"))
             grades.append({**g, "right": bool(g["detected"]) == real})
+        if bias:
+            right = [g["wrong"] is False for g in grades]
+            return Score(value=sum(right) / len(right), metadata={"choices": grades})
         value = sum(g["right"] for g in grades) / len(grades)
         return Score(value=value, metadata={"choices": grades})
 

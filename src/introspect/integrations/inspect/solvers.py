@@ -28,6 +28,6 @@ def inject(metadata_key: str = "introspect", **defaults: Any) -> Solver:
             spec["trial"] = {**spec["trial"], "epoch": state.epoch}
         body = {"introspect": spec}
         parse_request(body)
-        return await generate(state, extra_body=body)
+        return await generate(state, extra_body=body, **(state.metadata.get("generate") or {}))
 
     return solve

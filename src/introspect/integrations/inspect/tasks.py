@@ -7,7 +7,9 @@ toolkit's task A plans it: one sample per (concept, trial), one request of condi
 from one prompt: the control, then per (layer, α) cell the concept injected from the blank line
 before "Trial N" through every generated token (task A's positions), and, with ``ablations``
 (default, as task A), a Gaussian direction and another concept's direction at v's norm, and −v;
-with ``placebo``, a zero vector there too. ``samples`` K answers per condition.
+with ``placebo``, a zero vector there too. ``samples`` K answers per condition. Per concept,
+task A's first ``n_bias`` bias questions (unrelated yes/no questions in the same framing: the
+concept injected and not), graded by content (``grading.grade_bias_answer``).
 
 Each request carries its toolkit trial's coordinates (``trial``: task A, framing, index, concept,
 seed), so the provider draws sample k of every condition from the stream a toolkit run gives
@@ -38,6 +40,7 @@ from introspect.integrations.inspect.solvers import inject
 from introspect.tasks import prompts as P
 from introspect.tasks.base import TaskConfig
 from introspect.tasks.injection import common
+from introspect.tasks.injection.task_a import BIAS_TOKENS
 
 FRAMINGS = {"paper": P.task_a_paper, "explained": P.task_a_explained, "seed": P.task_a_seed}
 ROLES = {"user": ChatMessageUser, "assistant": ChatMessageAssistant, "system": ChatMessageSystem}
@@ -51,16 +54,16 @@ def _listed(x: Any) -> list[Any]:
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
-def cell_conditions(word: str, other: str, cells: list[tuple[int, float]], *, ablations: bool = True,
+def cell_conditions(word: str, other: str | None, cells: list[tuple[int, float]], *, ablations: bool = True,
                     placebo: bool = True) -> list[dict[str, Any]]:
     """A trial's conditions in task A's order: the control, then per cell injected, random,
     concept_random (``other``'s direction), negative, and the placebo; labelled by cell when
-    there are several."""
+    there are several. ``other`` None: no ablations (a bias question's trial)."""
     out: list[dict[str, Any]] = [{"direction": "none"}]
     for layer, alpha in cells:
         tag = f"@{layer}:{alpha:g}" if len(cells) > 1 else ""
-        dirs = [("concept", "injected", {})]
-        if ablations:
+        dirs: list[tuple[str, str, dict[str, Any]]] = [("concept", "injected", {})]
+        if ablations and other is not None:
             dirs += [("random", "random", {}), ("other_concept", "concept_random", {"vector_concept": other}),
                      ("negative", "negative", {})]
         if placebo:
@@ -74,12 +77,19 @@ def cell_conditions(word: str, other: str, cells: list[tuple[int, float]], *, ab
 def injected_thoughts(layer: int | list[int], alpha: float | list[float] = 4.0, alpha_units: str = "raw",
                       n_concepts: int = 5, n_trials: int = 1, framing: str = "paper", ablations: bool = True,
                       placebo: bool = True, samples: int = 1, seed: int = 0, words_file: str | None = None,
-                      max_tokens: int = 40, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0) -> Task:
+                      max_tokens: int = 40, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
+                      n_bias: int = 5) -> Task:
     """Task A's detection question, one sample per (concept, trial), each a group of conditions
     (every (layer, α) cell of ``layer`` × ``alpha``, each a number or a list), K = ``samples``
-    answers per condition; the toolkit's defaults (T = 1, 40 tokens, next-turn stop strings)."""
+    answers per condition; and, per concept, task A's first ``n_bias`` bias questions in the
+    same framing (the control ``bias_control`` and the concept injected per cell: ``bias``),
+    answered within min(16, ``max_tokens``) tokens; the toolkit's defaults (T = 1, 40 tokens,
+    next-turn stop strings)."""
     if framing not in FRAMINGS:
         raise ValueError(f"framing must be one of {sorted(FRAMINGS)}, got {framing!r}")
+    items = P.load_bias_items()
+    if not 0 <= n_bias <= len(items):
+        raise ValueError(f"n_bias must be between 0 and the {len(items)} bias questions, got {n_bias}")
     cfg = TaskConfig(layers=tuple(int(la) for la in _listed(layer)), alphas=tuple(float(a) for a in _listed(alpha)),
                      alpha_units=alpha_units, n_concepts=n_concepts, n_trials=n_trials, seed=seed,
                      words_file=words_file, n_samples=int(samples))
@@ -98,6 +108,18 @@ def injected_thoughts(layer: int | list[int], alpha: float | list[float] = 4.0, 
                        "conditions": cell_conditions(word, other, cells, ablations=ablations, placebo=placebo)}
             out.append(Sample(id=f"{word}-{i}", input=_messages(conv), target=word,
                               metadata={"introspect": request, "word": word, "trial": i, "mismatch_word": mismatch}))
+        for q in range(n_bias):
+            question, correct = items[q]
+            conv = P.task_a_bias(question, framing, 1)
+            request = {"concept": word, "alpha_units": alpha_units, "positions": {"from_text": conv.marks[P.FROM_MARK]},
+                       "stream_key": f"{seed}:{framing}:{word}:bias{q}",
+                       "trial": {"task": "A", "variant": framing, "index": 0, "word": word, "seed": seed,
+                                 "params": {"question": q}},
+                       "conditions": cell_conditions(word, None, cells, placebo=placebo)}
+            out.append(Sample(id=f"{word}-bias{q}", input=_messages(conv), target=correct,
+                              metadata={"introspect": request, "word": word, "trial": 0,
+                                        "bias": {"question": question, "correct": correct},
+                                        "generate": {"max_tokens": min(BIAS_TOKENS, max_tokens)}}))
     config = GenerateConfig(max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k or None,
                             num_choices=int(samples), stop_seqs=list(NEXT_TURN_STOPS))
     return Task(dataset=MemoryDataset(out, name=f"injected_thoughts-{framing}"), solver=inject(),
