@@ -103,7 +103,8 @@ def test_inspect_task_a_equals_the_direct_run(tiny_dir, tiny_model, tmp_path, th
 def test_trial_coordinates_are_checked():
     ok = {"concept": "bread", "layer": 2, "alpha": 4, "trial": {"task": "A", "index": 1, "word": "bread"}}
     assert parse_request({"introspect": ok}).trial == {"task": "A", "variant": "default", "index": 1, "word": "bread",
-                                                       "seed": 0, "params": {}, "epoch": 1}
+                                                       "seed": 0, "params": {}, "epoch": 1,
+                                                       "part": 0}
     for bad, msg in (({"index": 1}, "task"), ({"task": "A", "index": -1}, "index"), ({"task": "A", "seed": "0"}, "seed"),
                      ({"task": "A", "who": 1}, "unknown keys"), ("A", "object")):
         with pytest.raises(RequestError, match=msg):

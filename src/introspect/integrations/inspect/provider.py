@@ -153,9 +153,9 @@ def toolkit_trial(coords: dict[str, Any], condition: str = "control", sample: in
 
 
 def trial_stream_key(fingerprint: str, coords: dict[str, Any], sample: int) -> str:
-    """The key of the stream a toolkit run gives sample ``sample`` of this trial's (one) prompt
-    (``tasks.injection.common.stream_keys``); epochs after the first append ``:epoch<N>``."""
-    key = f"{toolkit_trial(coords, sample=sample).stream_key(fingerprint, coords['seed'])}:0"
+    """The key of the stream a toolkit run gives sample ``sample`` of this trial's prompt number
+    ``part`` (``tasks.injection.common.stream_keys``); epochs after the first append ``:epoch<N>``."""
+    key = f"{toolkit_trial(coords, sample=sample).stream_key(fingerprint, coords['seed'])}:{coords.get('part', 0)}"
     return key if coords["epoch"] == 1 else f"{key}:epoch{coords['epoch']}"
 
 

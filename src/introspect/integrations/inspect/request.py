@@ -38,7 +38,9 @@ without it, ``GenerateConfig.seed`` and the prompt's tokens name the stream), ``
 
     "trial": {"task": "A", "variant": "paper", "index": 0, "word": "bread", "seed": 0}
 
-(optional ``params``, an object of the trial's params; ``epoch``, > 1 for Inspect's repeats).
+(optional ``params``, an object of the trial's params; ``epoch``, > 1 for Inspect's repeats;
+``part``, which of the trial's prompts this is: task B asks two, the toolkit's streams
+``<key>:0`` and ``<key>:1``).
 With it, sample k of every condition draws from the stream a toolkit run gives that trial's
 k-th sample (``Trial.stream_key`` over the model's fingerprint, the key ``stream_key`` would
 name is not used) and a ``random`` direction without ``random_seed`` gets the seed a toolkit
@@ -65,7 +67,7 @@ DEFAULT_LABEL = {"none": "control", "concept": "injected", "negative": "negative
 CONDITION_KEYS = {"direction", "concept", "layer", "alpha", "alpha_units", "positions", "random_seed",
                   "vector_concept", "label"}
 TOP_KEYS = CONDITION_KEYS | {"stream_key", "conditions", "trial"}
-TRIAL_KEYS = {"task", "variant", "index", "word", "seed", "params", "epoch"}
+TRIAL_KEYS = {"task", "variant", "index", "word", "seed", "params", "epoch", "part"}
 
 
 class RequestError(ValueError):
@@ -133,11 +135,11 @@ def _trial(t: Any) -> dict[str, Any]:
         raise RequestError(f"introspect.trial: unknown keys {sorted(unknown)}; a trial takes {sorted(TRIAL_KEYS)}")
     if not isinstance(t.get("task"), str) or not t["task"]:
         raise RequestError(f"introspect.trial.task must be a task name, got {t.get('task')!r}")
-    for k, default in (("index", 0), ("seed", 0), ("epoch", 1)):
+    for k, default in (("index", 0), ("seed", 0), ("epoch", 1), ("part", 0)):
         if not _int(t.get(k, default)):
             raise RequestError(f"introspect.trial.{k} must be an integer, got {t.get(k)!r}")
-    if int(t.get("epoch", 1)) < 1 or int(t.get("index", 0)) < 0:
-        raise RequestError("introspect.trial: index must be >= 0 and epoch >= 1")
+    if int(t.get("epoch", 1)) < 1 or int(t.get("index", 0)) < 0 or int(t.get("part", 0)) < 0:
+        raise RequestError("introspect.trial: index and part must be >= 0 and epoch >= 1")
     for k in ("variant", "word"):
         if t.get(k) is not None and not isinstance(t[k], str):
             raise RequestError(f"introspect.trial.{k} must be a string, got {t[k]!r}")
@@ -145,7 +147,7 @@ def _trial(t: Any) -> dict[str, Any]:
         raise RequestError(f"introspect.trial.params must be an object, got {t.get('params')!r}")
     return {"task": t["task"], "variant": t.get("variant") or "default", "index": int(t.get("index", 0)),
             "word": t.get("word"), "seed": int(t.get("seed", 0)), "params": dict(t.get("params", {})),
-            "epoch": int(t.get("epoch", 1))}
+            "epoch": int(t.get("epoch", 1)), "part": int(t.get("part", 0))}
 
 
 def _check_json(value: Any, where: str) -> None:
