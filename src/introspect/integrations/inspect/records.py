@@ -143,7 +143,8 @@ def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str,
     A request with ``trial`` coordinates gives that toolkit trial's records (``toolkit_records``).
     A self-knowledge task's log (any model) gives its item records (``sk_records.sk_records``),
     a Delegate Game log its game records (``delegate_game.game_records``), an SEB log its
-    association / restriction / difficulty records (``seb.seb_records``)."""
+    association / restriction / difficulty records (``seb.seb_records``), a task B / C / D log
+    (``tasks_bc``, ``tasks_d``) the toolkit's task B / C / D records (``records_bcd.inj_records``)."""
     keys = {k for s in log.samples or [] for k in (s.metadata or {})}
     if "introspect_sk" in keys:
         from introspect.integrations.inspect.sk_records import sk_records
@@ -153,6 +154,10 @@ def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str,
         from introspect.integrations.inspect.seb import seb_records
 
         return seb_records(log, task=task)
+    if "introspect_inj" in keys:
+        from introspect.integrations.inspect.records_bcd import inj_records
+
+        return inj_records(log, task=task)
     if "introspect_game" in keys:
         from introspect.integrations.inspect.delegate_game import game_records
 
