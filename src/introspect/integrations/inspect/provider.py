@@ -238,8 +238,13 @@ def sampling_of(config: GenerateConfig) -> Sampling:
 def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig, *, batch_size: int = 16,
                 model_name: str = "introspect") -> ModelOutput:
     """Decode one request (every condition of it, K = ``num_choices`` samples each) in one
-    ``generate`` call; one output choice per (condition, sample), condition-major."""
+    ``generate`` call; one output choice per (condition, sample), condition-major. A ``readout``
+    request is one forward pass read out as floats instead (``readout.run_readout``)."""
     request = parse_request(config.extra_body)
+    if request.readout is not None:  # a forward pass read out as floats (task D), no generation
+        from introspect.integrations.inspect.readout import run_readout
+
+        return run_readout(model, messages, request, batch_size=batch_size, model_name=model_name)
     marks: dict[str, str] = {}
     for cond in request.conditions:
         for name, text in cond.marks().items():

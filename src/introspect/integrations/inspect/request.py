@@ -46,6 +46,16 @@ k-th sample (``Trial.stream_key`` over the model's fingerprint, the key ``stream
 name is not used) and a ``random`` direction without ``random_seed`` gets the seed a toolkit
 run gives its ``random`` trial (per sample): a direct run of the same trials decodes the same
 answers. ``epoch`` N > 1 appends ``:epoch<N>`` to those keys (new draws).
+
+Top level only, instead of a generation: ``readout``, a scalar readout of one uninjected forward
+pass (task D's; floats come back, never tensors)::
+
+    "readout": {"kind": "concept_cosine", "concept": "bread", "positions": {"text": "The sentence."},
+                "control_words": ["ocean", "justice"], "layers": "all"}
+
+the mean cosine, per layer, of the residual (``hook_resid_post``) over those prompt positions
+with the concept's vector, raw and centred by the baseline prompts' mean, and the same against
+each control word's vector (``readout.concept_cosines``).
 """
 
 from __future__ import annotations
@@ -66,7 +76,9 @@ DEFAULT_LABEL = {"none": "control", "concept": "injected", "negative": "negative
                  "other_concept": "concept_random", "zero": "placebo"}
 CONDITION_KEYS = {"direction", "concept", "layer", "alpha", "alpha_units", "positions", "random_seed",
                   "vector_concept", "label"}
-TOP_KEYS = CONDITION_KEYS | {"stream_key", "conditions", "trial"}
+TOP_KEYS = CONDITION_KEYS | {"stream_key", "conditions", "trial", "readout"}
+READOUT_KEYS = {"kind", "concept", "positions", "control_words", "layers"}
+READOUTS = ("concept_cosine",)
 TRIAL_KEYS = {"task", "variant", "index", "word", "seed", "params", "epoch", "part"}
 
 
@@ -120,6 +132,31 @@ class Request:
     stream_key: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     trial: dict[str, Any] | None = None  # the toolkit trial's coordinates (``trial`` above)
+    readout: dict[str, Any] | None = None  # a forward pass's scalar readout instead of a generation
+
+
+def _readout(r: Any) -> dict[str, Any]:
+    """The ``readout`` object, checked, with its defaults filled in."""
+    if not isinstance(r, dict):
+        raise RequestError(f"introspect.readout must be an object, got {type(r).__name__}")
+    unknown = set(r) - READOUT_KEYS
+    if unknown:
+        raise RequestError(f"introspect.readout: unknown keys {sorted(unknown)}; a readout takes {sorted(READOUT_KEYS)}")
+    kind = r.get("kind", "concept_cosine")
+    if kind not in READOUTS:
+        raise RequestError(f"introspect.readout.kind must be one of {READOUTS}, got {kind!r}")
+    if not isinstance(r.get("concept"), str) or not r["concept"].strip():
+        raise RequestError(f"introspect.readout.concept must be a word, got {r.get('concept')!r}")
+    pos = _positions(r.get("positions"), "introspect.readout")
+    if not isinstance(pos, list) and not (isinstance(pos, dict) and "text" in pos):
+        raise RequestError("introspect.readout.positions must be prompt token indices or {'text': s}")
+    words = r.get("control_words", [])
+    if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
+        raise RequestError(f"introspect.readout.control_words must be a list of words, got {words!r}")
+    layers = r.get("layers", "all")
+    if layers != "all" and not (isinstance(layers, list) and layers and all(_int(x) and x >= 0 for x in layers)):
+        raise RequestError(f"introspect.readout.layers must be 'all' or a list of layer indices, got {layers!r}")
+    return {"kind": kind, "concept": r["concept"], "positions": pos, "control_words": list(words), "layers": layers}
 
 
 def _int(v: Any) -> bool:
@@ -242,6 +279,7 @@ def parse_request(body: dict[str, Any] | None) -> Request:
     if unknown:
         raise RequestError(f"introspect: unknown keys {sorted(unknown)}; a request takes {sorted(TOP_KEYS)}")
     trial = _trial(spec["trial"]) if "trial" in spec else None
+    readout = _readout(spec["readout"]) if "readout" in spec else None
     key = spec.get("stream_key")
     if key is not None and not isinstance(key, (str, int)):
         raise RequestError(f"introspect.stream_key must be a string or integer, got {key!r}")
@@ -257,10 +295,12 @@ def parse_request(body: dict[str, Any] | None) -> Request:
                 raise RequestError(f"introspect.conditions[{i}]: stream_key, conditions and trial belong to the top level "
                                    "(a group shares one stream)")
         conds = tuple(_condition({**base, **c}, f"introspect.conditions[{i}]") for i, c in enumerate(groups))
+    if readout is not None and ("conditions" in spec or any(c.injected for c in conds)):
+        raise RequestError("introspect.readout reads an uninjected forward pass; a readout request takes no conditions")
     labels = [c.label for c in conds]
     if len(set(labels)) != len(labels):
         raise RequestError(f"introspect.conditions: labels must differ, got {labels}; give each a label")
-    return Request(conds, None if key is None else str(key), json.loads(json.dumps(spec)), trial)
+    return Request(conds, None if key is None else str(key), json.loads(json.dumps(spec)), trial, readout)
 
 
 def derived_seed(stream_key: str | None, label: str) -> int:

@@ -1,0 +1,91 @@
+"""A request's scalar readout: one uninjected forward pass, floats back (task D's cosines).
+
+``{"readout": {"kind": "concept_cosine", "concept": w, "positions": {"text": s}, "control_words":
+[...]}}`` (``request.py``): the residual after every layer (``hook_resid_post``) over the
+positions, and per layer the mean cosine with ``w``'s concept vector, on raw residuals and on
+residuals centred by the baseline prompts' mean, and the same against each control word's
+vector (their mean, sd and each word's), exactly as ``tasks.injection.task_d.execute`` computes
+them (the same vector bank, the same operations), so a task D trial read here equals a direct
+run's. The output has one empty choice; the grade goes to ``metadata["introspect"]["readout"]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from inspect_ai.model import (
+    ChatCompletionChoice,
+    ChatMessage,
+    ChatMessageAssistant,
+    ModelOutput,
+    ModelUsage,
+)
+
+from introspect.engine.load.models import model_info
+from introspect.engine.run.chat import render
+from introspect.engine.vectors import residuals
+from introspect.integrations.inspect.request import Request, RequestError
+
+
+def concept_cosines(vectors: Any, acts: torch.Tensor, word: str, controls: list[str],
+                    layers: list[int]) -> dict[str, Any]:
+    """Task D's grade of one prompt: ``acts`` [layers, tokens, d] against ``word``'s vectors
+    and the control words' (``task_d.execute``'s arithmetic)."""
+    ctrl = torch.stack([torch.stack([vectors.get(w, la).vector for la in layers]) for w in controls])  # c l d
+    centre = vectors.baseline_mean(layers)  # l d
+    v = torch.stack([vectors.get(word, la).vector for la in layers])  # l d
+    grade: dict[str, Any] = {"layers": layers}
+    for tag, x in (("", acts), ("_centred", acts - centre[:, None, :])):
+        unit = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        cos = torch.einsum("ltd,ld->lt", unit, v).mean(-1)
+        cos_ctrl = torch.einsum("ltd,cld->clt", unit, ctrl).mean(-1)  # c l
+        grade.update({f"cos{tag}": cos.tolist(), f"cos_ctrl{tag}": cos_ctrl.mean(0).tolist(),
+                      f"cos_ctrl_sd{tag}": cos_ctrl.std(0).tolist(),
+                      f"cos_ctrl_words{tag}": [[round(float(y), 6) for y in w] for w in cos_ctrl]})
+    return grade
+
+
+def run_readout(model: Any, messages: list[ChatMessage], request: Request, *, batch_size: int = 16,
+                model_name: str = "introspect") -> ModelOutput:
+    """One readout request: render the prompt (a trailing assistant message is the teacher-forced
+    prefill), read the residuals over the positions, return the grade as floats."""
+    from introspect.integrations.inspect.provider import (
+        METADATA_KEY,
+        _context,
+        _versions,
+        conversation,
+    )
+
+    ro = request.readout or {}
+    pos = ro["positions"]
+    marks = {"text": pos["text"]} if isinstance(pos, dict) else {}
+    try:
+        prompt = render(model.tokenizer, conversation(messages, marks))
+    except ValueError as e:
+        if isinstance(e, RequestError):
+            raise
+        raise RequestError(f"readout positions: {e}") from e
+    span = prompt.positions("text") if marks else [int(i) for i in pos]
+    if not span or max(span) >= len(prompt):
+        raise RequestError(f"readout positions {span} are not inside the {len(prompt)}-token prompt")
+    n = model.cfg.n_layers
+    layers = list(range(n)) if ro["layers"] == "all" else [int(la) for la in ro["layers"]]
+    if any(not 0 <= la < n for la in layers):
+        raise RequestError(f"readout layers {layers} out of range; this model has layers 0..{n - 1}")
+    if not ro["control_words"]:
+        raise RequestError("a concept_cosine readout needs control_words (the unrelated concepts' band)")
+    bank = _context(model).vectors
+    bank.ensure([ro["concept"], *ro["control_words"]], layers)
+    acts = residuals(model, [prompt], layers, positions=[span], batch_size=batch_size)[0]
+    grade = concept_cosines(bank, acts, ro["concept"], ro["control_words"], layers)
+    info = model_info(model)
+    meta = {"model_id": info.name, "fingerprint": info.fingerprint, "versions": _versions(),
+            "stream_key": request.stream_key, "prompt": prompt.text, "prompt_tokens": len(prompt),
+            "request": request.raw, "trial": request.trial, "choices": [],
+            "readout": {**ro, "positions": span, "grade": grade}}
+    return ModelOutput(model=model_name, metadata={METADATA_KEY: meta},
+                       choices=[ChatCompletionChoice(message=ChatMessageAssistant(content="", model=model_name,
+                                                                                  source="generate"),
+                                                     stop_reason="stop")],
+                       usage=ModelUsage(input_tokens=len(prompt), output_tokens=0, total_tokens=len(prompt)))
