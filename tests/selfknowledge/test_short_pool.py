@@ -242,3 +242,28 @@ def test_selfknowledge_preset_plays_150_matched_items_and_anchors():
     opts = yaml.safe_load((PRESETS / "selfknowledge.yaml").read_text())["options"]
     assert opts["game_n"] >= 150 and opts["calibrate_pool"] is True and opts["anchors"] >= 20
     assert opts.get("short_answer", False) is False  # the letter-free free-text game is opt-in
+
+
+def test_calibrated_pool_and_anchors_on_a_tiny_model(tiny_model):
+    """The real generation path: letters with rotations, calibration, anchors; records validate."""
+    cfg = I.TaskConfig(max_new_tokens=6, batch_size=8).with_options(
+        rotations=True, calibrate_pool=True, calibration_n=8, anchors=3, game_n=2, history_len=3)
+    ctx = I.context(tiny_model("llama"), cfg)
+    cal = delegate.calibration(ctx)
+    assert cal.path and cal.path[0].knobs == P.LADDER[1] and all(s.n == 8 for s in cal.path)
+    recs = list(delegate.execute(ctx, delegate.plan(ctx)))
+    for r in recs:
+        validate(r.to_dict())
+    anchors = [r for r in recs if r.grade.get("anchor")]
+    assert len(anchors) == 3 and {r.grade["pool_knobs"] for r in anchors} == {P.ANCHOR.tag}
+    assert {r.grade["pool_knobs"] for r in recs if not r.grade.get("anchor")} == {cal.chosen.tag}
+    assert all(r.grade["baseline_rotations"] == 4 for r in recs)
+
+
+def test_free_text_prompts_in_the_fewshot_format(tiny_model):
+    cfg = I.TaskConfig(max_new_tokens=6, batch_size=8).with_options(short_answer=True, short_tokens=4, format="fewshot")
+    ctx = I.context(tiny_model("llama"), cfg)
+    qs = I.data.arithmetic_short(2, 0, namespace="delegate")
+    for b in delegate.baseline(ctx, qs, sampled=False).values():
+        assert "Reply with the number alone" in b["prompt"] and "Answer: 13" in b["prompt"]  # worked sums
+        assert b["n_draws"] == 0 and b["grade_method"] in ("number", "excluded")
