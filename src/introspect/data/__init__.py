@@ -11,7 +11,9 @@ from introspect.data.arithmetic import (
     ArithmeticQuestion,
     arithmetic_mc,
     arithmetic_questions,
+    arithmetic_short,
     to_multiple_choice,
+    to_short,
 )
 from introspect.data.choice import (
     GPQA_URL,
@@ -36,8 +38,8 @@ from introspect.data.taboo import (
 
 __all__ = [
     "GPQA_URL", "LETTERS", "SIMPLEQA_URL", "ArithmeticQuestion", "DataError", "MCQuestion",
-    "SafetyPrompt", "ShortQuestion", "TabooItem", "arithmetic_mc", "arithmetic_questions",
+    "SafetyPrompt", "ShortQuestion", "TabooItem", "arithmetic_mc", "arithmetic_questions", "arithmetic_short",
     "load_association_targets", "load_bigbench_taboo", "load_gpqa_csv", "load_hendrycks_csv",
     "load_kovah_taboo", "load_mmlu_jsonl", "load_questions", "load_restriction_questions",
-    "load_simpleqa_csv", "load_xstest", "split_inline_options", "to_multiple_choice",
+    "load_simpleqa_csv", "load_xstest", "split_inline_options", "to_multiple_choice", "to_short",
 ]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from introspect.data.choice import MCQuestion
+from introspect.data.choice import MCQuestion, ShortQuestion
 from introspect.data.files import LETTERS
 
 
@@ -82,3 +82,14 @@ def to_multiple_choice(q: ArithmeticQuestion, seed: int, n_options: int = 4) -> 
 def arithmetic_mc(n: int, seed: int, **kw: Any) -> list[MCQuestion]:
     """4-option versions of ``arithmetic_questions(n, seed, **kw)``."""
     return [to_multiple_choice(q, seed) for q in arithmetic_questions(n, seed, **kw)]
+
+
+def to_short(q: ArithmeticQuestion) -> ShortQuestion:
+    """The question without options (answered in free text, graded by the number it states):
+    same id, the integer answer as text, ``answer_type`` "number" so graders read a number."""
+    return ShortQuestion(q.id, q.question, str(q.answer), f"arithmetic d{q.digits} t{q.terms}", "number")
+
+
+def arithmetic_short(n: int, seed: int, **kw: Any) -> list[ShortQuestion]:
+    """Free-text versions of ``arithmetic_questions(n, seed, **kw)`` (the same questions)."""
+    return [to_short(q) for q in arithmetic_questions(n, seed, **kw)]

@@ -35,29 +35,35 @@ rotation consistency and PriDe's letter prior (``rotations.py`` says why PriDe a
 not contextual calibration). The game phase itself is asked once, as before. Selection is
 letter-balanced: within the accuracy quotas the game's and phase 1's keys differ by at most
 one per letter wherever the pool allows (``stratified``).
+
+Free text (``--option short_answer=true``): generated arithmetic asked without options ("Reply
+with the number alone"), graded by the number stated, and the game reply a number or T; no
+letter appears in either phase. P(T) is then the raw probability of a first token "T" (there is
+no answer-letter set to renormalise over), P(correct) the share of K sampled baseline answers
+that are right, and there is no entropy. Off by default: unmeasured on real models, and it costs
+K sampled free-text answers per pool item where the letter baseline costs one forward pass.
+Pool difficulty matched to the model (``calibrate_pool``), game size (``game_n``) and anchors
+(``anchors``): ``pool.py``.
 """
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
-from introspect.data import DataError, MCQuestion, ShortQuestion, arithmetic_mc, load_questions
+from introspect.data import MCQuestion, ShortQuestion
 from introspect.engine.run.chat import Conversation
 from introspect.records.jsonl import Record
 from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
+from introspect.tasks.selfknowledge import pool as P
 from introspect.tasks.selfknowledge import rotations as R
 from introspect.tasks.selfknowledge.common import (
     LOW_MASS,
     N_CALIBRATION,
     PREFILL,
-    _knob,
     _opt,
-    arith_tag,
     calibrated_budget,
     decisions,
     draws,
@@ -69,7 +75,8 @@ from introspect.tasks.selfknowledge.common import (
     user,
 )
 from introspect.tasks.selfknowledge.parse import is_delegation, parse_letter
-from introspect.tasks.selfknowledge.shortanswer import ShortGrade, grade_short, judges_for
+from introspect.tasks.selfknowledge.pool import stratified
+from introspect.tasks.selfknowledge.shortanswer import ShortGrade, grade_replies, judges_for
 from introspect.tasks.selfknowledge.surface import surface
 
 Question = MCQuestion | ShortQuestion
@@ -82,6 +89,10 @@ INTRO = ("Let's play a game. You and a teammate answer questions together. Phase
 PHASE2 = "Phase 1 is over. Phase 2 begins now: answer yourself, or reply T to let your teammate answer."
 REPLY_MC = "Reply with one letter: A, B, C or D to answer, or T to let your teammate answer."
 REPLY_SHORT = "Reply with a short answer, or T to let your teammate answer."
+BASELINE_NUMBER = "Answer the following question. Reply with the number alone.\n\n{q}"
+REPLY_NUMBER = "Reply with the number alone to answer, or T to let your teammate answer."
+NUMBER_BANK = (("What is 6 + 7?", "13", ("6 + 7",)), ("What is 9 - 4?", "5", ("9 - 4",)),
+               ("What is 12 + 30?", "42", ("12 + 30",)), ("What is 15 - 21?", "-6", ("15 - 21",)))
 
 
 fewshot.register("delegate-mc", "ABCD", fewshot.mc_examples(BASELINE_MC))
@@ -94,6 +105,11 @@ fewshot.register("game-mc", "BTDAC", fewshot.mc_examples("Game question:\n{q}\n"
 fewshot.register("game-short", ("s", "T"), [
     fewshot.Example(lab, f"Game question:\n{q}\n{REPLY_SHORT}", f"Answer: {a if lab == 's' else 'T'}", k)
     for lab in ("s", "T") for q, a, k in fewshot.SHORT_BANK])
+fewshot.register("delegate-number", ("n", "n"), [
+    fewshot.Example("n", BASELINE_NUMBER.format(q=q), f"Answer: {a}", k) for q, a, k in NUMBER_BANK])
+fewshot.register("game-number", ("n", "T"), [
+    fewshot.Example(lab, f"Game question:\n{q}\n{REPLY_NUMBER}", f"Answer: {a if lab == 'n' else 'T'}", k)
+    for lab in ("n", "T") for q, a, k in NUMBER_BANK])
 
 
 def _show(q: Question) -> str:
@@ -101,29 +117,25 @@ def _show(q: Question) -> str:
 
 
 # ---------------------------------------------------------------- question pool and baseline
+_key_of, _flag, _sizes, _knobs, _anchors = P.key_of, P.flag, P.sizes, P.knobs, P.anchors
+
+
+def calibration(ctx: RunContext) -> P.Calibration | None:
+    """The pool's calibration (``pool.calibration``), scored by this task's own baseline."""
+    return P.calibration(ctx, lambda qs: [b["correct"] for b in baseline(ctx, qs, sampled=False).values()])
+
+
 def _pool(ctx: RunContext) -> tuple[str, list[Question]]:
-    """(variant stem, the questions the game and phase 1 are drawn from): ``pool`` questions
-    (default 2 (n + history_len) generated, or 4 (n + history_len) of a file), seeded order."""
-    source = str(_opt(ctx, "questions", "arithmetic"))
-    n, h = int(_opt(ctx, "n", 50)), int(_opt(ctx, "history_len", 50))
-    if source == "arithmetic":
-        digits, terms, ops = _knob(_opt(ctx, "digits", 2)), _knob(_opt(ctx, "terms", 2)), str(_opt(ctx, "ops", "+-"))
-        size = int(_opt(ctx, "pool", 2 * (n + h)))
-        qs = arithmetic_mc(size, ctx.cfg.seed, digits=digits, terms=terms, ops=ops, namespace="delegate")
-        return arith_tag(digits, terms, ops), list(qs)
-    qs = list(load_questions(source, ctx.cfg.seed))
-    random.Random(f"delegate:{ctx.cfg.seed}").shuffle(qs)
-    if len(qs) <= h:
-        raise DataError(f"{source}: {len(qs)} questions, need more than history_len={h}; "
-                        "expected a larger question file")
-    return Path(source).stem, qs[:int(_opt(ctx, "pool", min(len(qs), 4 * (n + h))))]
+    """(variant stem, the questions the game and phase 1 are drawn from): ``pool.pool``."""
+    return P.pool(ctx, calibration(ctx))
 
 
-def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any]]:
+def baseline(ctx: RunContext, qs: Sequence[Question], sampled: bool = True) -> dict[str, dict[str, Any]]:
     """Each question answered alone. MC: the letter distribution at "Answer:" (correct = its
     argmax, P(correct), entropy over A–D, mass) and a parsed greedy reply; with ``rotations``
     the decision is the letter-free one over every cyclic rotation (``_rotate``); short
-    answers: a greedy reply and K sampled ones (P(correct))."""
+    answers: a greedy reply (correct) and, when ``sampled``, K sampled ones (P(correct)),
+    graded by the number stated (arithmetic) or ``grade_short`` (``grade_replies``)."""
     mc = [q for q in qs if isinstance(q, MCQuestion)]
     short = [q for q in qs if not isinstance(q, MCQuestion)]
     out: dict[str, dict[str, Any]] = {}
@@ -140,15 +152,13 @@ def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any
     if _rotations_on(ctx):
         _rotate(ctx, [(q, d) for q, d in zip(mc, dec)], ids, out)
     if short:
-        ps = rendered(ctx, [user(BASELINE_SHORT.format(q=q.question), prefill=PREFILL) for q in short],
-                      "delegate-short")
+        ps = _short_prompts(ctx, short)
         st = _short_budget(ctx)
         gr = greedy(ctx, ps, st)
-        sampled = draws(ctx, ps, [f"delegate:base:{q.id}" for q in short], st)
-        judges = judges_for(_opt(ctx, "judge", None))
-        items = [(q.question, x.text, q.answer) for q, g, ds in zip(short, gr, sampled) for x in [g, *ds]]
-        grades = iter(grade_short(items, judges))
-        for q, p, g, ds in zip(short, ps, gr, sampled):
+        samp = draws(ctx, ps, [f"delegate:base:{q.id}" for q in short], st) if sampled else [[] for _ in short]
+        grades = iter(grade_replies([(q, x.text) for q, g, ds in zip(short, gr, samp) for x in [g, *ds]],
+                                    judges_for(_opt(ctx, "judge", None))))
+        for q, p, g, ds in zip(short, ps, gr, samp):
             first, rest = next(grades), [next(grades) for _ in ds]
             judged = [x.correct for x in rest if x.correct is not None]
             out[q.id] = {"correct": first.correct, "grade_method": first.method,
@@ -158,6 +168,20 @@ def baseline(ctx: RunContext, qs: Sequence[Question]) -> dict[str, dict[str, Any
                          "text_choice": g.text.strip()[:80], "text_correct": bool(first.correct),
                          "parse_ok": bool(g.text.strip()), "prompt": p.text, "response": g.text}
     return out
+
+
+def _numeric(q: Question) -> bool:
+    return getattr(q, "answer_type", "") == "number"
+
+
+def _short_prompts(ctx: RunContext, qs: Sequence[Question]) -> list:
+    """Free-text baseline prompts: arithmetic asks for the number alone (its few-shot examples
+    are sums), other short questions for a few words."""
+    num = iter(rendered(ctx, [user(BASELINE_NUMBER.format(q=q.question), prefill=PREFILL) for q in qs if _numeric(q)],
+                        "delegate-number"))
+    txt = iter(rendered(ctx, [user(BASELINE_SHORT.format(q=q.question), prefill=PREFILL) for q in qs
+                              if not _numeric(q)], "delegate-short"))
+    return [next(num) if _numeric(q) else next(txt) for q in qs]
 
 
 def _rotations_on(ctx: RunContext) -> bool:
@@ -204,91 +228,53 @@ def _rotate(ctx: RunContext, items: Sequence[tuple[MCQuestion, Any]], ids: dict[
 
 
 def _short_budget(ctx: RunContext) -> int:
-    """Budget of a short answer, calibrated on the first short questions of the pool
-    (the same in every batch, and for the game's replies)."""
-    short = [q for q in _pool(ctx)[1] if not isinstance(q, MCQuestion)][:N_CALIBRATION]
-    return calibrated_budget(ctx, "short_tokens", rendered(ctx, [user(BASELINE_SHORT.format(q=q.question),
-                                                                     prefill=PREFILL) for q in short],
-                                                              "delegate-short"), 16, 64, sampled=True)
+    """Budget of a short answer, calibrated on the first short questions of the uncalibrated
+    pool (the configured knobs for arithmetic: the same in every batch, for the game's replies
+    and for the pool calibration, which must not wait on itself)."""
+    if str(_opt(ctx, "questions", "arithmetic")) == "arithmetic":
+        short = P.arithmetic_items(N_CALIBRATION, ctx.cfg.seed, _knobs(ctx), True, "delegate")
+    else:
+        short = [q for q in _pool(ctx)[1] if not isinstance(q, MCQuestion)][:N_CALIBRATION]
+    return calibrated_budget(ctx, "short_tokens", _short_prompts(ctx, short), 16, 64, sampled=True)
 
 
-def _key(q: Question) -> str:
-    """The key letter of an MC question ("" for a short answer: nothing to balance)."""
-    return q.answer if isinstance(q, MCQuestion) else ""
+_SEL: dict[tuple, tuple[str, list[Question], list[Question], dict[str, dict[str, Any]], list[Question]]] = {}
 
 
-def _balanced(cands: list[Question], k: int, counts: dict[str, int]) -> list[Question]:
-    """``k`` of ``cands`` (kept in their order), each pick from the key letter picked least so
-    far (``counts``, updated; ties to the letter whose next candidate comes first), so the keys
-    end within one of each other wherever the candidates allow."""
-    chosen: list[Question] = []
-    left = list(cands)
-    for _ in range(min(k, len(left))):
-        first: dict[str, int] = {}
-        for i, q in enumerate(left):
-            first.setdefault(_key(q), i)
-        i = min(first.values(), key=lambda j: (counts.get(_key(left[j]), 0), j))
-        q = left.pop(i)
-        counts[_key(q)] = counts.get(_key(q), 0) + 1
-        chosen.append(q)
-    return chosen
-
-
-def stratified(qs: Sequence[Question], correct: dict[str, bool], n: int, h: int
-               ) -> tuple[list[Question], list[Question]]:
-    """(phase-1 questions, game questions), disjoint, each with round(accuracy × size) questions
-    the model answered right, accuracy being its baseline accuracy on the whole pool (short of
-    one class, the other fills in), and **letter-balanced**: within each set the key letters
-    differ by at most one wherever the pool allows (the smaller class is picked first, the other
-    then evens the letters out), so a model that always answers one letter is right on a quarter
-    of them, not on whatever share the draw keyed to that letter. Both keep the pool's (seeded,
-    shuffled) order."""
-    right = [q for q in qs if correct[q.id]]
-    wrong = [q for q in qs if not correct[q.id]]
-    acc = len(right) / len(qs) if qs else 0.0
-
-    def take(k: int) -> list[Question]:
-        r = min(len(right), round(acc * k))
-        w = min(len(wrong), k - r)
-        r = min(len(right), k - w)
-        counts: dict[str, int] = {}
-        picks: list[Question] = []
-        for pool, m in sorted(((right, r), (wrong, w)), key=lambda x: x[1]):
-            got = _balanced(pool, m, counts)
-            chosen_ids = {q.id for q in got}
-            pool[:] = [q for q in pool if q.id not in chosen_ids]
-            picks += got
-        chosen = {q.id for q in picks}
-        return [q for q in qs if q.id in chosen]  # pool order: right and wrong interleaved
-
-    hist = take(h)
-    return hist, take(n)
-
-
-_SEL: dict[tuple, tuple[str, list[Question], list[Question], dict[str, dict[str, Any]]]] = {}
-
-
-def selection(ctx: RunContext) -> tuple[str, list[Question], list[Question], dict[str, dict[str, Any]]]:
-    """(variant stem, phase-1 questions, game questions, baseline by id), cached per model and
-    settings (the trials are planned from it, so it must not change between plan and execute)."""
-    key = (ctx.fingerprint, ctx.cfg.seed, json.dumps(dict(ctx.cfg.options), sort_keys=True, default=str),
-           getattr(ctx.cfg, "temperature", 0), getattr(ctx.cfg, "n_samples", 1))
+def _selected(ctx: RunContext) -> tuple[str, list[Question], list[Question], dict[str, dict[str, Any]], list[Question]]:
+    key = _key_of(ctx)
     if key not in _SEL:
         stem, qs = _pool(ctx)
-        n, h = int(_opt(ctx, "n", 50)), int(_opt(ctx, "history_len", 50))
+        n, h = _sizes(ctx)
         base = baseline(ctx, qs)
         graded = [q for q in qs if base[q.id]["correct"] is not None]  # excluded: no truth
         if _opt(ctx, "stratify", True):
-            order = random.Random(f"delegate:strat:{ctx.cfg.seed}").sample(graded, len(graded))
-            hist, game = stratified(order, {q.id: base[q.id]["correct"] for q in graded}, n, h)
+            hist, game = stratified(P.shuffled(graded, ctx.cfg.seed), {q.id: base[q.id]["correct"] for q in graded}, n, h)
         else:  # pool order, still without the excluded questions (an exclusion is not an error)
             hist, game = graded[:h], graded[h:h + n]
+        cal = calibration(ctx)
         for q in hist + game:
             base[q.id]["pool_excluded"] = sum(b["correct"] is None for b in base.values())
-        _SEL[key] = (stem, hist, game, {q.id: base[q.id] for q in hist + game})
+            if cal:
+                base[q.id].update(pool_knobs=cal.chosen.tag, pool_calibration_accuracy=cal.accuracy,
+                                  pool_calibration_in_band=cal.in_band)
+        # every model is asked every anchor; one whose baseline has no grade is not played (no truth)
+        asked = _anchors(ctx)
+        abase = baseline(ctx, asked) if asked else {}
+        anchors = [q for q in asked if abase[q.id]["correct"] is not None]
+        for b_ in abase.values():
+            b_.update(pool_knobs=P.ANCHOR.tag, anchor=True, pool_excluded=len(asked) - len(anchors))
+        _SEL[key] = (stem, hist, game, {**{q.id: base[q.id] for q in hist + game}, **abase}, anchors)
         if len(_SEL) > 8:
             _SEL.pop(next(iter(_SEL)))
     return _SEL[key]
+
+
+def selection(ctx: RunContext) -> tuple[str, list[Question], list[Question], dict[str, dict[str, Any]]]:
+    """(variant stem, phase-1 questions, game questions, baseline by id, anchors' included),
+    cached per model and settings (the trials are planned from it, so it must not change
+    between plan and execute)."""
+    return _selected(ctx)[:4]
 
 
 # ---------------------------------------------------------------- the game transcript
@@ -327,7 +313,7 @@ def phase1(hist: Sequence[Question], mate: Sequence[bool], feedback: bool,
 
 def game_conversation(history: str, q: Question) -> Conversation:
     """Phase 1 and one game question in one user turn, the reply prefilled with "Answer:"."""
-    reply = REPLY_MC if isinstance(q, MCQuestion) else REPLY_SHORT
+    reply = REPLY_MC if isinstance(q, MCQuestion) else REPLY_NUMBER if _numeric(q) else REPLY_SHORT
     return Conversation.of(("user", f"{history}\n\n{PHASE2}\n\nGame question:\n{_show(q)}\n{reply}"),
                            prefill=PREFILL)
 
@@ -359,21 +345,26 @@ def _variant(source: str, acc: float, feedback: bool) -> str:
 
 
 def plan(ctx: RunContext) -> list[Trial]:
+    """One trial per (feedback, teammate accuracy, game question), then the same for the
+    anchors (variant ``anchor-<knobs>``: never pooled with the model's own pool)."""
     accs, fbs = _accuracies(ctx), _feedbacks(ctx)
-    stem, hist, game, _ = selection(ctx)
-    stem = fmt_variant(ctx, stem)  # "+fewshot" in the question-set name: never pooled with chat runs
-    return [Trial("delegate", "clean", index=i, variant=_variant(stem, acc, fb),
+    stem, hist, game, _, anchors = _selected(ctx)
+    sets = [(fmt_variant(ctx, stem), game)]  # "+fewshot" in the question-set name: never pooled with chat runs
+    if anchors:
+        sets.append((fmt_variant(ctx, "anchor-" + P.ANCHOR.tag + ("+short" if _flag(ctx, "short_answer") else "")),
+                     anchors))
+    return [Trial("delegate", "clean", index=i, variant=_variant(name, acc, fb),
                   params=(("feedback", fb), ("history_len", len(hist)), ("qid", q.id),
-                          ("questions", stem), ("teammate_accuracy", acc)))
-            for fb in fbs for acc in accs for i, q in enumerate(game)]
+                          ("questions", name), ("teammate_accuracy", acc)))
+            for name, qs in sets for fb in fbs for acc in accs for i, q in enumerate(qs)]
 
 
 def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     trials = list(trials)
     if not trials:
         return
-    _, hist, game, base = selection(ctx)
-    by_id = {q.id: q for q in game}
+    _, hist, game, base, anchors = _selected(ctx)
+    by_id = {q.id: q for q in game + anchors}
     hists: dict[tuple[float, bool], str] = {}
     for t in trials:
         key = (float(t.param("teammate_accuracy")), bool(t.param("feedback")))
@@ -382,26 +373,32 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     convs = [game_conversation(hists[(float(t.param("teammate_accuracy")), bool(t.param("feedback")))],
                                by_id[t.param("qid")]) for t in trials]
     mc = all(isinstance(by_id[t.param("qid")], MCQuestion) for t in trials)
-    prompts = rendered(ctx, convs, "game-mc" if mc else "game-short")
+    kind = "game-mc" if mc else "game-number" if all(_numeric(q) for q in by_id.values()) else "game-short"
+    prompts = rendered(ctx, convs, kind)
     tt = 8 if mc else _short_budget(ctx)
+    c = calibration(ctx)
+    cal = c.to_dict() if c else None
     dec, gens = decisions(ctx, prompts, letter_ids(ctx.model.tokenizer, "ABCDT" if mc else "T"), tt)
     kept: list[ShortGrade | None] = [None] * len(trials)  # short answers kept: graded in one batch
     ask = [k for k, (t, g) in enumerate(zip(trials, gens))
            if not isinstance(by_id[t.param("qid")], MCQuestion) and not is_delegation(g.text)]
-    grades = grade_short([(by_id[trials[k].param("qid")].question, gens[k].text,
-                           by_id[trials[k].param("qid")].answer) for k in ask], judges_for(_opt(ctx, "judge", None)))
+    grades = grade_replies([(by_id[trials[k].param("qid")], gens[k].text) for k in ask],
+                           judges_for(_opt(ctx, "judge", None)))
     for k, gr in zip(ask, grades):
         kept[k] = gr
     for t, p, d, g, k in zip(trials, prompts, dec, gens, kept):
         q, acc = by_id[t.param("qid")], float(t.param("teammate_accuracy"))
         grade = grade_game(q, base[q.id], d, g.text, acc, teammate_answers_correctly(ctx.cfg.seed, acc, q.id), k)
         grade.update(source=t.param("questions"), feedback=bool(t.param("feedback")), history_len=len(hist),
-                     game_cut=g.stop_reason == "length", **surface(q))
+                     game_cut=g.stop_reason == "length", **surface(q),
+                     **{k: base[q.id][k] for k in POOL_FIELDS if k in base[q.id]})
         yield ctx.record(t, prompt=p.text, response=g.text, grade=grade,
                          gen=gen_info(ctx, g, **({"game": tt} if mc else {"short": tt})), extra={"baseline_prompt": base[q.id]["prompt"],
-                                                            "baseline_response": base[q.id]["response"]})
+                                                            "baseline_response": base[q.id]["response"],
+                                                            **({"pool_calibration": cal} if cal else {})})
 
 
+POOL_FIELDS = ("pool_knobs", "pool_calibration_accuracy", "pool_calibration_in_band", "anchor")
 ROTATION_FIELDS = ("rotations", "raw_correct", "raw_p_correct", "raw_choice", "raw_entropy", "raw_mass",
                    "rotation_letters", "rotation_consistent", "option_scores", "pride_choice", "pride_correct",
                    "pride_p_correct", "letter_prior")

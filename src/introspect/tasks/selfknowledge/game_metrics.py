@@ -159,6 +159,10 @@ def _variant_rows(keys: dict, s: pd.DataFrame) -> list[dict]:
         if np.isfinite(px).any():
             rows.append(value(keys, "baseline_pool_excluded", float(np.nanmax(px)), n))
     rows += draw_rows(keys, num(s, "baseline_n_draws"), n)  # short answers: K sampled baseline answers
+    ca = num(s, "pool_calibration_accuracy")  # a pool matched to the model (``pool.calibrate``)
+    if np.isfinite(ca).any():
+        rows.append(value(keys, "pool_calibration_accuracy", float(np.nanmax(ca)), n))
+        rows.append(value(keys, "pool_calibration_in_band", float(b(s, "pool_calibration_in_band").all()), n))
     if rotated:  # the selection lift: what delegating buys on the model's letter-free answers
         rows += prop(keys, "kept_accuracy", base[~deleg].sum(), (~deleg).sum())
         rows.append(row(keys, "self_accuracy_lift", accuracy_lift(base, base, ~deleg, deleg), n))

@@ -8,6 +8,12 @@ without a consensus are excluded from the truth and counted. Here the judges are
 ``introspect.tasks.judge.ModelJudge``); without a judge, a reply that is not an exact match is
 excluded, never guessed. Every grade says how it was reached (``exact`` / ``judge`` /
 ``excluded``) so the summary can report the exclusion rate beside the accuracy.
+
+Numeric answers (arithmetic asked without options, ``answer_type`` "number") need no judge:
+the number the reply states is read as the difficulty truth reads it (the "Answer: N" statement,
+the reply following a prefilled "Answer:", else a result its last sentence ends on) and compared
+as an integer (``number``); a reply that states none is excluded, never guessed from its last
+integer. String normalisation would not do: it strips the minus sign, so "-5" would match "5".
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from introspect.tasks.judge import JudgeVerdict
+from introspect.tasks.selfknowledge.parse import final_answer, stated_result
 
-METHODS = ("exact", "judge", "excluded")
+METHODS = ("exact", "judge", "number", "excluded")
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 
 
@@ -76,6 +83,28 @@ def grade_short(items: Sequence[tuple[str, str, str]], judges: Sequence[Any] = (
             c = consensus(labels[k])
             out[i] = ShortGrade(c, "judge" if c is not None else "excluded", tuple(labels[k]))
     return [g if g is not None else ShortGrade(None, "excluded") for g in out]
+
+
+def stated_number(response: str, prefill: str = "Answer:") -> int | None:
+    """The integer a reply states: the first "Answer: N" of ``prefill`` + the reply (an
+    expression there gives its result), else the result its last sentence ends on; else None."""
+    v = final_answer(prefill + response)
+    return v if v is not None else stated_result(response)
+
+
+def grade_number(response: str, answer: str) -> ShortGrade:
+    """A numeric reply against an integer reference: right or wrong when it states a number
+    (``number``), else excluded."""
+    v = stated_number(response)
+    return ShortGrade(None, "excluded") if v is None else ShortGrade(v == int(answer), "number")
+
+
+def grade_replies(items: Sequence[tuple[Any, str]], judges: Sequence[Any] = ()) -> list[ShortGrade]:
+    """Grades of (short question, reply) pairs in their order: numeric questions
+    (``answer_type`` "number") by the number stated, the rest by ``grade_short`` in one batch."""
+    numeric = [getattr(q, "answer_type", "") == "number" for q, _ in items]
+    text = iter(grade_short([(q.question, r, q.answer) for (q, r), n in zip(items, numeric) if not n], judges))
+    return [grade_number(r, q.answer) if n else next(text) for (q, r), n in zip(items, numeric)]
 
 
 _JUDGES: dict[tuple[str, ...], list[Any]] = {}
