@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
@@ -45,9 +44,12 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolChoice, ToolInfo
 
 from introspect.engine.load.models import load_model, model_info
-from introspect.engine.run.chat import Conversation, Prompt, render
+from introspect.engine.run.chat import Prompt, render
 from introspect.engine.run.decode import DecodeStats, Sampling, generate
 from introspect.engine.run.inject import From, InjectionSpec
+from introspect.integrations.inspect.messages import METADATA_KEY, conversation
+from introspect.integrations.inspect.messages import versions as _versions
+from introspect.integrations.inspect.readout import run_readout
 from introspect.integrations.inspect.request import (
     Condition,
     Request,
@@ -55,7 +57,6 @@ from introspect.integrations.inspect.request import (
     derived_seed,
     parse_request,
 )
-from introspect.records.jsonl import versions
 from introspect.tasks.base import RunContext, TaskConfig, Trial
 from introspect.tasks.injection import common
 from introspect.tasks.runner import make_context
@@ -63,7 +64,6 @@ from introspect.tasks.runner import make_context
 DEFAULT_MAX_TOKENS = 40  # the toolkit's max_new_tokens default
 DEFAULT_TEMPERATURE = 1.0  # the toolkit samples at T = 1 unless told otherwise
 STOP_REASON = {"eos": "stop", "stop": "stop", "length": "max_tokens"}
-METADATA_KEY = "introspect"
 
 _LOCK = threading.Lock()  # one request at a time per process: hooks live on the shared model
 _MODELS: dict[tuple, Any] = {}  # (name, adapter, device, dtype) -> loaded bridge
@@ -85,32 +85,6 @@ def _context(model: Any) -> RunContext:
     if id(model) not in _CONTEXTS:
         _CONTEXTS[id(model)] = make_context(model, TaskConfig(), run_id="inspect")
     return _CONTEXTS[id(model)]
-
-
-def _versions() -> dict[str, str]:
-    out = versions()
-    try:
-        out["inspect_ai"] = version("inspect-ai")
-    except PackageNotFoundError:  # pragma: no cover - the provider is only importable with it
-        out["inspect_ai"] = "absent"
-    return out
-
-
-def conversation(messages: list[ChatMessage], marks: dict[str, str]) -> Conversation:
-    """Inspect messages as a toolkit conversation: text content only; a trailing assistant
-    message is a prefill (the answer continues it)."""
-    turns: list[tuple[str, str]] = []
-    for m in messages:
-        if m.role == "tool":
-            raise RequestError("the introspect provider does not run tools (tool messages in the input)")
-        if not isinstance(m.content, str) and any(getattr(c, "type", "text") not in ("text", "reasoning")
-                                                  for c in m.content):
-            raise RequestError("the introspect provider takes text input only (found images, audio or documents)")
-        turns.append((m.role, m.text))
-    prefill = None
-    if turns and turns[-1][0] == "assistant":
-        prefill = turns.pop()[1]
-    return Conversation.of(*turns, prefill=prefill, **marks)
 
 
 def _positions(cond: Condition, prompt: Prompt) -> Any:
@@ -242,9 +216,8 @@ def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig,
     request is one forward pass read out as floats instead (``readout.run_readout``)."""
     request = parse_request(config.extra_body)
     if request.readout is not None:  # a forward pass read out as floats (task D), no generation
-        from introspect.integrations.inspect.readout import run_readout
-
-        return run_readout(model, messages, request, batch_size=batch_size, model_name=model_name)
+        return run_readout(model, messages, request, bank=_context(model).vectors, batch_size=batch_size,
+                           model_name=model_name)
     marks: dict[str, str] = {}
     for cond in request.conditions:
         for name, text in cond.marks().items():

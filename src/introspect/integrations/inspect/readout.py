@@ -25,6 +25,7 @@ from inspect_ai.model import (
 from introspect.engine.load.models import model_info
 from introspect.engine.run.chat import render
 from introspect.engine.vectors import residuals
+from introspect.integrations.inspect.messages import METADATA_KEY, conversation, versions
 from introspect.integrations.inspect.request import Request, RequestError
 
 
@@ -46,17 +47,11 @@ def concept_cosines(vectors: Any, acts: torch.Tensor, word: str, controls: list[
     return grade
 
 
-def run_readout(model: Any, messages: list[ChatMessage], request: Request, *, batch_size: int = 16,
+def run_readout(model: Any, messages: list[ChatMessage], request: Request, *, bank: Any, batch_size: int = 16,
                 model_name: str = "introspect") -> ModelOutput:
     """One readout request: render the prompt (a trailing assistant message is the teacher-forced
-    prefill), read the residuals over the positions, return the grade as floats."""
-    from introspect.integrations.inspect.provider import (
-        METADATA_KEY,
-        _context,
-        _versions,
-        conversation,
-    )
-
+    prefill), read the residuals over the positions, return the grade as floats. ``bank``: the
+    provider's vector bank for this model (``engine.vectors.VectorBank``)."""
     ro = request.readout or {}
     pos = ro["positions"]
     marks = {"text": pos["text"]} if isinstance(pos, dict) else {}
@@ -75,12 +70,11 @@ def run_readout(model: Any, messages: list[ChatMessage], request: Request, *, ba
         raise RequestError(f"readout layers {layers} out of range; this model has layers 0..{n - 1}")
     if not ro["control_words"]:
         raise RequestError("a concept_cosine readout needs control_words (the unrelated concepts' band)")
-    bank = _context(model).vectors
-    bank.ensure([ro["concept"], *ro["control_words"]], layers)
+        bank.ensure([ro["concept"], *ro["control_words"]], layers)
     acts = residuals(model, [prompt], layers, positions=[span], batch_size=batch_size)[0]
     grade = concept_cosines(bank, acts, ro["concept"], ro["control_words"], layers)
     info = model_info(model)
-    meta = {"model_id": info.name, "fingerprint": info.fingerprint, "versions": _versions(),
+    meta = {"model_id": info.name, "fingerprint": info.fingerprint, "versions": versions(),
             "stream_key": request.stream_key, "prompt": prompt.text, "prompt_tokens": len(prompt),
             "request": request.raw, "trial": request.trial, "choices": [],
             "readout": {**ro, "positions": span, "grade": grade}}

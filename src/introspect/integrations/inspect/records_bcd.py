@@ -17,8 +17,13 @@ from typing import Any
 
 from inspect_ai.log import EvalLog
 
-from introspect.integrations.inspect.provider import METADATA_KEY
-from introspect.integrations.inspect.records import _grades, _outputs, _token_positions, _toolkit_id
+from introspect.integrations.inspect.log_parts import (
+    _grades,
+    _outputs,
+    _token_positions,
+    _toolkit_id,
+)
+from introspect.integrations.inspect.messages import METADATA_KEY
 from introspect.records.jsonl import SCHEMA_VERSION, validate
 
 INJ_KEY = "introspect_inj"
