@@ -46,6 +46,7 @@ def _direct(model, out: Path) -> pd.DataFrame:
     return load_results(out)
 
 
+@pytest.mark.slow  # a direct run beside an Inspect eval: runs in CI (make test-all), not in the quick suite
 def test_inspect_task_a_equals_the_direct_run(tiny_dir, tiny_model, tmp_path, threads):
     threads(1)
     path, model = str(tiny_dir("llama")), tiny_model("llama")

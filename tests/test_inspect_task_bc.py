@@ -74,6 +74,7 @@ def _summaries_equal(direct: pd.DataFrame, insp: pd.DataFrame, metrics: set[str]
     pd.testing.assert_frame_equal(s_direct.reset_index(drop=True), mine)
 
 
+@pytest.mark.slow  # a direct run beside an Inspect eval: runs in CI (make test-all), not in the quick suite
 def test_inspect_task_b_equals_the_direct_run(tiny_dir, tiny_model, tmp_path, threads):
     threads(1)
     path, model = str(tiny_dir("llama")), tiny_model("llama")
@@ -94,6 +95,7 @@ def test_inspect_task_b_equals_the_direct_run(tiny_dir, tiny_model, tmp_path, th
     _summaries_equal(direct, insp, {"delta_strict_success", "delta_mc_accuracy", "verdict"})
 
 
+@pytest.mark.slow  # a direct run beside an Inspect eval: runs in CI (make test-all), not in the quick suite
 def test_inspect_task_c_equals_the_direct_run(tiny_dir, tiny_model, tmp_path, threads):
     threads(1)
     path, model = str(tiny_dir("llama")), tiny_model("llama")

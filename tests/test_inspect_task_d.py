@@ -28,6 +28,7 @@ KEY = ["variant", "word", "trial_index", "condition"]
 GRADES = ["cos", "cos_centred", "cos_ctrl", "cos_ctrl_centred", "cos_ctrl_sd", "cos_ctrl_sd_centred"]
 
 
+@pytest.mark.slow  # a direct run beside an Inspect eval: runs in CI (make test-all), not in the quick suite
 def test_inspect_task_d_equals_the_direct_run(tiny_dir, tiny_model, tmp_path, threads):
     threads(1)
     path, model = str(tiny_dir("llama")), tiny_model("llama")
