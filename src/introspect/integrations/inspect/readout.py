@@ -4,7 +4,7 @@
 [...]}}`` (``request.py``): the residual after every layer (``hook_resid_post``) over the
 positions, and per layer the mean cosine with ``w``'s concept vector, on raw residuals and on
 residuals centred by the baseline prompts' mean, and the same against each control word's
-vector (their mean, sd and each word's), exactly as ``tasks.injection.task_d.execute`` computes
+vector (their mean, sd and each word's), with ``tasks.injection.task_d.cosine_grade``, as task D computes
 them (the same vector bank, the same operations), so a task D trial read here equals a direct
 run's. The output has one empty choice; the grade goes to ``metadata["introspect"]["readout"]``.
 """
@@ -27,6 +27,7 @@ from introspect.engine.run.chat import render
 from introspect.engine.vectors import residuals
 from introspect.integrations.inspect.messages import METADATA_KEY, conversation, versions
 from introspect.integrations.inspect.request import Request, RequestError
+from introspect.tasks.injection.task_d import cosine_grade
 
 
 def concept_cosines(vectors: Any, acts: torch.Tensor, word: str, controls: list[str],
@@ -34,17 +35,8 @@ def concept_cosines(vectors: Any, acts: torch.Tensor, word: str, controls: list[
     """Task D's grade of one prompt: ``acts`` [layers, tokens, d] against ``word``'s vectors
     and the control words' (``task_d.execute``'s arithmetic)."""
     ctrl = torch.stack([torch.stack([vectors.get(w, la).vector for la in layers]) for w in controls])  # c l d
-    centre = vectors.baseline_mean(layers)  # l d
     v = torch.stack([vectors.get(word, la).vector for la in layers])  # l d
-    grade: dict[str, Any] = {"layers": layers}
-    for tag, x in (("", acts), ("_centred", acts - centre[:, None, :])):
-        unit = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-        cos = torch.einsum("ltd,ld->lt", unit, v).mean(-1)
-        cos_ctrl = torch.einsum("ltd,cld->clt", unit, ctrl).mean(-1)  # c l
-        grade.update({f"cos{tag}": cos.tolist(), f"cos_ctrl{tag}": cos_ctrl.mean(0).tolist(),
-                      f"cos_ctrl_sd{tag}": cos_ctrl.std(0).tolist(),
-                      f"cos_ctrl_words{tag}": [[round(float(y), 6) for y in w] for w in cos_ctrl]})
-    return grade
+    return cosine_grade(acts, v, ctrl, vectors.baseline_mean(layers), layers)
 
 
 def run_readout(model: Any, messages: list[ChatMessage], request: Request, *, bank: Any, batch_size: int = 16,

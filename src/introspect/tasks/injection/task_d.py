@@ -61,6 +61,23 @@ def _conv(t: Trial, sentence: str):
     return P.task_d(sentence, t.word, t.condition, None)
 
 
+def cosine_grade(acts: torch.Tensor, v: torch.Tensor, ctrl: torch.Tensor, centre: torch.Tensor,
+                 layers: list[int]) -> dict:
+    """One prompt's grade: the mean cosine of its residuals ``acts`` [layers, tokens, d] with the
+    concept's vectors ``v`` [l, d] and with each control word's ``ctrl`` [c, l, d], on raw
+    residuals and on residuals centred by the baseline mean ``centre`` [l, d]. Shared with the
+    Inspect readout, so the two cannot drift apart."""
+    grade: dict = {"layers": layers}
+    for tag, x in (("", acts), ("_centred", acts - centre[:, None, :])):
+        unit = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        cos = torch.einsum("ltd,ld->lt", unit, v).mean(-1)
+        cos_ctrl = torch.einsum("ltd,cld->clt", unit, ctrl).mean(-1)  # c l
+        grade.update({f"cos{tag}": cos.tolist(), f"cos_ctrl{tag}": cos_ctrl.mean(0).tolist(),
+                      f"cos_ctrl_sd{tag}": cos_ctrl.std(0).tolist(),
+                      f"cos_ctrl_words{tag}": [[round(float(y), 6) for y in w] for w in cos_ctrl]})
+    return grade
+
+
 def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     sentences = P.load_sentences()
     layers = list(range(ctx.model.cfg.n_layers))
@@ -78,14 +95,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         acts = residuals(ctx.model, prompts, layers, positions=spans, batch_size=ctx.cfg.batch_size)
         for t, p, span, a in zip(chunk, prompts, spans, acts):  # a: [layers, tokens, d]
             v = torch.stack([ctx.vectors.get(t.word, la).vector for la in layers])  # l d
-            grade: dict = {"layers": layers}
-            for tag, x in (("", a), ("_centred", a - centre[:, None, :])):
-                unit = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-                cos = torch.einsum("ltd,ld->lt", unit, v).mean(-1)
-                cos_ctrl = torch.einsum("ltd,cld->clt", unit, ctrl).mean(-1)  # c l
-                grade.update({f"cos{tag}": cos.tolist(), f"cos_ctrl{tag}": cos_ctrl.mean(0).tolist(),
-                              f"cos_ctrl_sd{tag}": cos_ctrl.std(0).tolist(),
-                              f"cos_ctrl_words{tag}": [[round(float(x), 6) for x in w] for w in cos_ctrl]})
+            grade = cosine_grade(a, v, ctrl, centre, layers)
             yield ctx.record(t, prompt=p.text, response=sentences[t.param("sentence")], grade=grade,
                              token_positions=span, gen={"teacher_forced": True},
                              extra={"sentence": sentences[t.param("sentence")], "n_control_words": len(controls),
