@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from inspect_ai.log import EvalSample
+from inspect_ai.log import EvalLog, EvalSample
 from inspect_ai.model import ModelOutput
 
 from introspect.integrations.inspect.messages import METADATA_KEY
+from introspect.records.jsonl import SCHEMA_VERSION, validate
 
 SCORE_VALUES = {"C": True, "I": False}  # Inspect's CORRECT / INCORRECT
 
@@ -70,3 +71,19 @@ def _toolkit_id(meta: dict[str, Any], coords: dict[str, Any], condition: str, sa
 
     fp = meta["fingerprint"] + (":placebo" if placebo else "")
     return toolkit_trial(coords, condition, sample, layer=layer, alpha=alpha, params=params).id(fp, coords["seed"])
+
+
+def provider_header(log: EvalLog, first: dict[str, Any], task: str, seed: Any) -> dict[str, Any]:
+    """The run header of records from an ``introspect`` provider log: the model, fingerprint and
+    versions its first output's metadata (``first``) recorded, and the eval that made it."""
+    rev = log.eval.revision
+    return validate({
+        "type": "header", "schema": SCHEMA_VERSION, "run_id": log.eval.run_id, "ts": str(log.eval.created),
+        "model_id": first["model_id"], "fingerprint": first["fingerprint"], "seed": int(seed or 0),
+        "versions": first["versions"],
+        "git_commit": (rev.commit + ("+dirty" if rev.dirty else "")) if rev is not None else "unknown",
+        "config": {"inspect": {"task": log.eval.task, "task_id": log.eval.task_id, "eval_id": log.eval.eval_id,
+                               "model": log.eval.model, "model_args": log.eval.model_args,
+                               "status": log.status, "log": log.location}},
+        "runtime": {}, "notes": [f"from the Inspect log {log.location or log.eval.eval_id}"], "task": task,
+    })

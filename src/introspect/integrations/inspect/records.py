@@ -36,9 +36,10 @@ from introspect.integrations.inspect.log_parts import (
     _outputs,
     _token_positions,
     _toolkit_id,
+    provider_header,
 )
 from introspect.integrations.inspect.messages import METADATA_KEY
-from introspect.records.jsonl import SCHEMA_VERSION, JsonlWriter, trial_id, validate
+from introspect.records.jsonl import JsonlWriter, trial_id, validate
 
 
 def toolkit_records(recs: list[dict[str, Any]], rows: list[dict[str, Any]], meta: dict[str, Any],
@@ -152,20 +153,9 @@ def records_from_log(log: EvalLog, *, task: str | None = None) -> list[dict[str,
             trials += [validate(r) for r in recs]
     if first is None:
         return []
-    rev = log.eval.revision
     name = task or (first.get("trial") or {}).get("task") or log.eval.task
     seed = (first.get("trial") or {}).get("seed", first.get("seed"))
-    header = {
-        "type": "header", "schema": SCHEMA_VERSION, "run_id": log.eval.run_id, "ts": str(log.eval.created),
-        "model_id": first["model_id"], "fingerprint": first["fingerprint"], "seed": int(seed or 0),
-        "versions": first["versions"],
-        "git_commit": (rev.commit + ("+dirty" if rev.dirty else "")) if rev is not None else "unknown",
-        "config": {"inspect": {"task": log.eval.task, "task_id": log.eval.task_id, "eval_id": log.eval.eval_id,
-                               "model": log.eval.model, "model_args": log.eval.model_args,
-                               "status": log.status, "log": log.location}},
-        "runtime": {}, "notes": [f"from the Inspect log {log.location or log.eval.eval_id}"], "task": name,
-    }
-    return [validate(header), *trials]
+    return [provider_header(log, first, name, seed), *trials]
 
 
 def write_records(log: EvalLog, path: Path | str, *, task: str | None = None) -> Path:

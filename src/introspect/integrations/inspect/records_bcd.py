@@ -22,9 +22,10 @@ from introspect.integrations.inspect.log_parts import (
     _outputs,
     _token_positions,
     _toolkit_id,
+    provider_header,
 )
 from introspect.integrations.inspect.messages import METADATA_KEY
-from introspect.records.jsonl import SCHEMA_VERSION, validate
+from introspect.records.jsonl import validate
 
 INJ_KEY = "introspect_inj"
 JOIN = "\n----\n"
@@ -112,15 +113,4 @@ def inj_records(log: EvalLog, *, task: str | None = None) -> list[dict[str, Any]
         trials += make(log, sample, info, task)
     if first is None:
         return []
-    rev = log.eval.revision
-    header = {
-        "type": "header", "schema": SCHEMA_VERSION, "run_id": log.eval.run_id, "ts": str(log.eval.created),
-        "model_id": first["model_id"], "fingerprint": first["fingerprint"], "seed": int(first["trial"]["seed"]),
-        "versions": first["versions"],
-        "git_commit": (rev.commit + ("+dirty" if rev.dirty else "")) if rev is not None else "unknown",
-        "config": {"inspect": {"task": log.eval.task, "task_id": log.eval.task_id, "eval_id": log.eval.eval_id,
-                               "model": log.eval.model, "model_args": log.eval.model_args,
-                               "status": log.status, "log": log.location}},
-        "runtime": {}, "notes": [f"from the Inspect log {log.location or log.eval.eval_id}"], "task": name,
-    }
-    return [validate(header), *trials]
+    return [provider_header(log, first, name, int(first["trial"]["seed"])), *trials]

@@ -24,8 +24,9 @@ import pandas as pd
 from inspect_ai.log import EvalLog
 from inspect_ai.model import ModelOutput
 
+from introspect.integrations.inspect.messages import versions
 from introspect.integrations.inspect.selfknowledge import SK_KEY, read_output
-from introspect.records.jsonl import SCHEMA_VERSION, trial_id, validate, versions
+from introspect.records.jsonl import SCHEMA_VERSION, trial_id, validate
 from introspect.report.inspect_mc import (  # noqa: F401  (their home before; still imported from here)
     MixedSourcesError,
     check_sources,
@@ -151,17 +152,11 @@ def sk_records(log: EvalLog, *, task: str | None = None) -> list[dict[str, Any]]
 def header_of(log: EvalLog, trials: list[dict[str, Any]], task: str | None = None) -> dict[str, Any]:
     """The run header of an Inspect log's records (a model not ours: its Inspect name stands for
     the weights' fingerprint)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        inspect_version = version("inspect-ai")
-    except PackageNotFoundError:  # pragma: no cover
-        inspect_version = "absent"
     rev, ts = log.eval.revision, str(log.eval.created)
     return validate({
         "type": "header", "schema": SCHEMA_VERSION, "run_id": log.eval.run_id, "ts": ts, "model_id": log.eval.model,
         "fingerprint": f"inspect:{log.eval.model}", "seed": trials[0]["seed"],
-        "versions": {**versions(), "inspect_ai": inspect_version},
+        "versions": versions(),
         "git_commit": (rev.commit + ("+dirty" if rev.dirty else "")) if rev is not None else "unknown",
         "config": {"inspect": {"task": log.eval.task, "task_args": log.eval.task_args, "eval_id": log.eval.eval_id,
                                "model": log.eval.model, "model_args": log.eval.model_args,
