@@ -185,14 +185,14 @@ def _direct_logprobs(hf, ids):
 def test_logprobs_are_the_decoding_s_own(model, tiny_path):
     """With ``logprobs``: per generated token its log-prob and the step's top k, plain floats,
     equal to a direct forward pass's log-softmax at steps 0 and 1; the greedy token is the top one."""
-    from introspect.engine.run.chat import render
+    from introspect.integrations.inspect.messages import rendered
 
     out = ask(model, temperature=0, max_tokens=6, logprobs=True, top_logprobs=5)
     row = out.metadata["introspect"]["choices"][0]
     content = out.choices[0].logprobs.content
     assert len(content) == row["n_tokens"] >= 2
     hf = P.loaded_model(tiny_path)
-    prompt = render(hf.tokenizer, P.conversation(PROMPT, {}))
+    prompt = rendered(hf.tokenizer, PROMPT, {}, "positions")
     ids = list(prompt.ids)
     for step in (0, 1):
         direct = _direct_logprobs(hf, ids)

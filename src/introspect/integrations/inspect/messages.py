@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from inspect_ai.model import ChatMessage
 
-from introspect.engine.run.chat import Conversation
+from introspect.engine.run.chat import Conversation, Prompt, render
 from introspect.integrations.inspect.request import RequestError
 from introspect.records.jsonl import versions as toolkit_versions
 
@@ -42,3 +42,15 @@ def conversation(messages: list[ChatMessage], marks: dict[str, str]) -> Conversa
     if turns and turns[-1][0] == "assistant":
         prefill = turns.pop()[1]
     return Conversation.of(*turns, prefill=prefill, **marks)
+
+
+def rendered(tokenizer: object, messages: list[ChatMessage], marks: dict[str, str], what: str) -> Prompt:
+    """The messages rendered with the model's template and ``marks``; a mark the prompt lacks is
+    a request error naming ``what`` was asked (one line, never a traceback)."""
+    try:
+        return render(tokenizer, conversation(messages, marks))
+    except ValueError as e:
+        if isinstance(e, RequestError):
+            raise
+        raise RequestError(f"{what}: {e}") from e
+

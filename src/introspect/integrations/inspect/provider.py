@@ -44,10 +44,10 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolChoice, ToolInfo
 
 from introspect.engine.load.models import load_model, model_info
-from introspect.engine.run.chat import Prompt, render
+from introspect.engine.run.chat import Prompt
 from introspect.engine.run.decode import DecodeStats, Sampling, generate
 from introspect.engine.run.inject import From, InjectionSpec
-from introspect.integrations.inspect.messages import METADATA_KEY, conversation
+from introspect.integrations.inspect.messages import METADATA_KEY, rendered
 from introspect.integrations.inspect.messages import versions as _versions
 from introspect.integrations.inspect.readout import run_readout
 from introspect.integrations.inspect.request import (
@@ -224,12 +224,7 @@ def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig,
             if marks.get(name, text) != text:
                 raise RequestError(f"conditions of one request mark different {name!r} texts; use one per request")
             marks[name] = text
-    try:
-        prompt = render(model.tokenizer, conversation(messages, marks))
-    except ValueError as e:
-        if isinstance(e, RequestError):
-            raise
-        raise RequestError(f"positions: {e}") from e
+    prompt = rendered(model.tokenizer, messages, marks, "positions")
     sampling = sampling_of(config)
     k = int(config.num_choices or 1)
     max_tokens = int(config.max_tokens or DEFAULT_MAX_TOKENS)

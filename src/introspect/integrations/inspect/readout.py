@@ -23,9 +23,8 @@ from inspect_ai.model import (
 )
 
 from introspect.engine.load.models import model_info
-from introspect.engine.run.chat import render
 from introspect.engine.vectors import residuals
-from introspect.integrations.inspect.messages import METADATA_KEY, conversation, versions
+from introspect.integrations.inspect.messages import METADATA_KEY, rendered, versions
 from introspect.integrations.inspect.request import Request, RequestError
 from introspect.tasks.injection.task_d import cosine_grade
 
@@ -47,12 +46,7 @@ def run_readout(model: Any, messages: list[ChatMessage], request: Request, *, ba
     ro = request.readout or {}
     pos = ro["positions"]
     marks = {"text": pos["text"]} if isinstance(pos, dict) else {}
-    try:
-        prompt = render(model.tokenizer, conversation(messages, marks))
-    except ValueError as e:
-        if isinstance(e, RequestError):
-            raise
-        raise RequestError(f"readout positions: {e}") from e
+    prompt = rendered(model.tokenizer, messages, marks, "readout positions")
     span = prompt.positions("text") if marks else [int(i) for i in pos]
     if not span or max(span) >= len(prompt):
         raise RequestError(f"readout positions {span} are not inside the {len(prompt)}-token prompt")
