@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
       help="meaning split: held-out concepts' vector cosine to every training concept stays below this")
     a("--name-weight", type=float, default=d.name_weight,
       help="loss weight of the concept name's tokens in answers that name the injected concept")
+    a("--replay-steered", type=float, default=d.replay_steered,
+      help="share of replay rows with a training concept injected, their target the base model under the "
+           "same injection: the adapted model keeps steering where it is not asked about thoughts")
+    a("--replay-weight", type=float, default=d.replay_weight, help="loss weight of a replay row against a detection row")
     a("--no-gates", action="store_true",
       help="skip the damage gates after training (replay identical to the base model, detection phrases, "
            "content answers under injection)")
@@ -83,6 +87,7 @@ def _config(args: argparse.Namespace, layer: int):
                        phrasings=tuple(args.phrasings), checkpoint_every=args.checkpoint_every,
                        words_file=args.words_file, train_words_file=args.train_words_file,
                        split=args.split, max_cos=args.max_cos, name_weight=args.name_weight,
+                       replay_steered=args.replay_steered, replay_weight=args.replay_weight,
                        gates=not args.no_gates)
 
 
@@ -100,7 +105,9 @@ def _check_out(out: Path, cfg) -> bool:
         from introspect.train.loop import word_files, word_files_changed
 
         meta = json.loads((out / META_FILE).read_text())
-        if meta.get("training") != cfg.to_dict():
+        from introspect.train.loop import same_config
+
+        if not same_config(meta.get("training"), cfg):
             raise TrainDataError(f"{out} holds an adapter trained with another config; use a new --out")
         if why := word_files_changed(meta.get("word_files"), word_files(cfg)):
             raise TrainDataError(f"{out} holds an adapter trained from {why}")

@@ -357,3 +357,52 @@ def test_real_model_detects_concepts_held_out_by_meaning(default_model, real_ada
     _, adapter, _ = real_adapter
     net = _task_a_net(adapter, adapter / "words_heldout.yaml", tmp_path / "results")
     assert net["n"] >= 6 and net["lo"] > 0, net.to_dict()
+
+
+def test_steered_replay_rows_inject_and_their_teacher_is_the_base_model_under_the_same_injection(tiny_dir, words_file):
+    """A steered replay row injects a training concept from its last user turn through the
+    answer; its target is the base model *under the same injection*: with the adapter at its
+    init (B = 0, adapted = base) the distillation loss is 0 however strong the push, and a
+    nudged adapter makes it positive. Without steering no replay row carries a concept."""
+    model = load_model(str(tiny_dir("llama")))
+    cfg = tiny_cfg(words_file, replay_distill=True, replay_steered=1.0, replay_frac=0.5)
+    plan = L.prepare(model, cfg)
+    lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha)
+    kw = dict(seed=0, batch_size=8, train=plan.train, phrasings=cfg.phrasings, strength=(2.0, 3.0), n_trials=2,
+              replay_frac=0.5, n_replay=len(plan.replay), mix=cfg.mix)
+    rows = [r for r in D.step_examples(0, replay_steered=1.0, **kw) if r.kind == "replay"]
+    plain = [r for r in D.step_examples(0, **kw) if r.kind == "replay"]
+    assert rows and all(r.concept in plan.train and r.strength >= 2.0 for r in rows)
+    assert all(r.concept is None for r in plain)
+    encs = [D.encode(model.tokenizer, ex, plan.replay) for ex in rows]
+    specs = [L.spec_for(ex, e, plan, cfg.layer) for ex, e in zip(rows, encs)]
+    for ex, e in zip(rows, encs):  # injected from the last user turn, never the template's first positions
+        item = plan.replay[int(ex.replay or 0)]
+        assert 0 < e.from_pos < len(e.ids) - e.n_answer
+        text = model.tokenizer.decode(list(e.ids[e.from_pos:len(e.ids) - e.n_answer]))
+        assert item.prompt.split()[0] in text
+    stats = L.StepStats()
+    with torch.no_grad():
+        zero = L.group_loss(model, encs, specs, distill=True, stats=stats)
+    assert stats.fired == sum(len(e.ids) - e.from_pos for e in encs)  # the adapted (student) pass injected
+    assert float(zero.abs().max()) < 1e-5  # so the teacher pass did too: a clean teacher would differ
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.05)
+        nudged = L.group_loss(model, encs, specs, distill=True)
+    assert float(nudged.min()) > 1e-6
+    with pytest.raises(D.TrainDataError, match="replay_steered"):
+        tiny_cfg(words_file, replay_steered=0.5)  # replay_distill off: the row would have no target
+    with pytest.raises(D.TrainDataError, match="replay_weight"):
+        tiny_cfg(words_file, replay_weight=0.0)
+
+
+def test_a_config_recorded_before_new_fields_is_the_same_config(words_file):
+    """An adapter or checkpoint written before a field existed resumes and is recognised: its
+    missing fields read as their defaults; a changed value is still another config."""
+    cfg = tiny_cfg(words_file)
+    old = {k: v for k, v in cfg.to_dict().items() if k not in ("replay_steered", "replay_weight")}
+    assert L.same_config(old, cfg)
+    assert not L.same_config({**old, "steps": 61}, cfg)
+    assert not L.same_config(None, cfg) and not L.same_config({"layer": "x"}, cfg)

@@ -37,6 +37,8 @@ class TrainConfig:
     name_weight: float = 3.0  # loss weight of the concept name's tokens in answers that name it
     gates: bool = True  # measure the damage gates (train.gates) after training
     replay_distill: bool = True  # replay rows learn the base model's distributions (KL), not just its tokens
+    replay_steered: float = 0.0  # share of replay rows with a training concept injected (teacher: the base model, same injection)
+    replay_weight: float = 1.0  # loss weight of a replay row against a detection row
     heldout_frac: float = 0.1  # share of the training word list held out too (targets always are)
     phrasings: tuple[str, ...] = D.PHRASINGS
     checkpoint_every: int = 20
@@ -55,7 +57,7 @@ class TrainConfig:
                 bad.append(f"{name} must be an integer >= 1, got {v!r}")
         if self.batch_size < 2:
             bad.append(f"batch_size must be at least 2, got {self.batch_size}")
-        for name in ("lr", "lora_alpha", "name_weight"):
+        for name in ("lr", "lora_alpha", "name_weight", "replay_weight"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 bad.append(f"{name} must be a finite number > 0, got {v!r}")
@@ -64,6 +66,11 @@ class TrainConfig:
             bad.append(f"strength range must satisfy 0 < lo <= hi, got {self.strength}")
         if not 0 <= self.yes_no_heldout < 1:
             bad.append(f"yes_no_heldout must be in [0, 1), got {self.yes_no_heldout}")
+        if isinstance(self.replay_steered, bool) or not 0 <= self.replay_steered <= 1:
+            bad.append(f"replay_steered must be in [0, 1], got {self.replay_steered!r}")
+        if self.replay_steered > 0 and not self.replay_distill:
+            bad.append("replay_steered needs replay_distill (a steered row's target is the base model under the "
+                       "same injection, not its clean answer)")
         if not 0 <= self.replay_frac < 1:
             bad.append(f"replay_frac must be in [0, 1), got {self.replay_frac}")
         odd = [k for k, _ in self.mix if k not in D.KINDS]

@@ -12,7 +12,9 @@ at the same norm), ``matched`` (a random direction with the concept vectors' per
 variances: their shape, none of their directions), ``suggested`` (the prompt claims B, nothing is
 injected), ``choice_none`` (options listed, nothing injected); ``content`` rows ask an unrelated
 yes/no question in the same framing, injected (or not: ``content_clean``), answered on its content;
-``replay`` rows are the base model's own greedy answers (``train.replay``), to keep it intact.
+``replay`` rows are the base model's own greedy answers (``train.replay``), to keep it intact;
+some of them may carry a concept's injection (steered replay: the adapted model keeps the base
+model's steering outside the detection question).
 """
 
 from __future__ import annotations
@@ -199,9 +201,13 @@ def encode(tokenizer: Any, ex: Example, replay: Sequence[ReplayItem] = ()) -> En
     name = None
     if ex.kind == "replay":
         item = replay[int(ex.replay or 0)]
-        prompt = render(tokenizer, item.conversation())
+        if ex.concept is None:
+            prompt = render(tokenizer, item.conversation())
+            start = len(prompt) - 1
+        else:  # steered replay: injected from the last user turn on, as the steering check injects
+            prompt = render(tokenizer, Conversation.of(*item.messages, **{P.FROM_MARK: item.prompt}))
+            start = prompt.spans[P.FROM_MARK][0]
         ans = list(item.ids)
-        start = len(prompt) - 1
     else:
         prompt = render(tokenizer, detection_conv(ex.phrasing, ex.trial, ex.claimed, ex.options, ex.question))
         start = prompt.spans[P.FROM_MARK][0]
@@ -220,14 +226,16 @@ def encode(tokenizer: Any, ex: Example, replay: Sequence[ReplayItem] = ()) -> En
 def step_examples(step: int, *, seed: int, batch_size: int, train: Sequence[str], phrasings: Sequence[str],
                   strength: tuple[float, float], n_trials: int, replay_frac: float, n_replay: int,
                   mix: Sequence[tuple[str, float]] = DEFAULT_MIX, siblings: Mapping[str, Sequence[str]] | None = None,
-                  questions: Sequence[tuple[str, str]] = ()) -> list[Example]:
+                  questions: Sequence[tuple[str, str]] = (), replay_steered: float = 0.0) -> list[Example]:
     """The rows of training step ``step``: a pure function of its arguments.
 
     One phrasing per step (rows then share the long preamble, computed once); replay rows on top
     of the detection rows, ``replay_frac`` of the batch. ``siblings``: each training concept's
     nearest training concepts (a choice row's distractors; random ones without it);
     ``questions``: (unrelated yes/no question, right answer) for content rows (without them a
-    content row becomes a positive or a clean row).
+    content row becomes a positive or a clean row); ``replay_steered``: the share of replay rows
+    that carry a training concept's injection (their target is the base model under the same
+    injection, so the adapted model keeps steering where it is not asked about thoughts).
     """
     rng = random.Random(f"step:{seed}:{step}")
     n_rep = min(round(batch_size * replay_frac), batch_size - 1) if n_replay else 0
@@ -272,5 +280,10 @@ def step_examples(step: int, *, seed: int, batch_size: int, train: Sequence[str]
         else:
             rows.append(Example(kind, phrasing, trial, answer=NO))
     for _ in range(n_rep):
-        rows.append(Example("replay", "replay", replay=rng.randrange(n_replay)))
+        i = rng.randrange(n_replay)
+        if replay_steered and rng.random() < replay_steered:  # no extra draw when off: old batches stay as they were
+            rows.append(Example("replay", "replay", concept=rng.choice(pool), strength=rng.uniform(*strength),
+                                replay=i))
+        else:
+            rows.append(Example("replay", "replay", replay=i))
     return rows

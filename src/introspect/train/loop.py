@@ -146,9 +146,12 @@ def step_loss(model: Any, plan: Plan, cfg: TrainConfig, rows: list[D.Example], *
         losses = group_loss(model, sub, [spec_for(rows[i], encs[i], plan, cfg.layer) for i in idx],
                             share_prefix=cfg.share_prefix, stats=stats, name_weight=cfg.name_weight,
                             distill=name == "replay" and cfg.replay_distill)
-        parts.append(losses)
+        parts.append(losses * cfg.replay_weight if name == "replay" else losses)
         by_kind[name] = float(losses.detach().mean())
-    return torch.cat(parts).mean(), by_kind
+    total = torch.cat(parts)
+    n_rep = len(groups.get("replay", ()))
+    denom = len(rows) - n_rep + cfg.replay_weight * n_rep  # a weighted mean: weight 1 is the plain mean
+    return total.sum() / denom, by_kind
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -212,6 +215,14 @@ def _words_yaml(targets: list[str], baseline: list[str], note: str, split: S.Spl
     return "\n".join(lines) + "\n"
 
 
+def same_config(old: dict[str, Any] | None, cfg: TrainConfig) -> bool:
+    """Whether a recorded config is ``cfg``, fields added since it was written read as their defaults."""
+    try:
+        return old is not None and TrainConfig.from_dict(old).to_dict() == cfg.to_dict()
+    except (TypeError, ValueError):
+        return False
+
+
 def word_files(cfg: TrainConfig) -> dict[str, str]:
     """sha256 of the two word files a run reads (targets/baseline, training words), by role."""
     from introspect.data.files import concepts_dir
@@ -265,7 +276,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     ckpt = None
     if ckpt_path.exists():
         ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if ckpt.get("config") != cfg.to_dict() or ckpt.get("base_fingerprint") != base_fp:
+        if not same_config(ckpt.get("config"), cfg) or ckpt.get("base_fingerprint") != base_fp:
             raise D.TrainDataError(f"{ckpt_path} was made with another config or model; use a new --out")
         check_resume(ckpt, ckpt_path, hashes)
     stats = stats if stats is not None else StepStats()
@@ -298,7 +309,8 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
         rows = D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
                                phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
                                replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix,
-                               siblings=plan.siblings, questions=plan.questions)
+                               siblings=plan.siblings, questions=plan.questions,
+                               replay_steered=cfg.replay_steered)
         for group in opt.param_groups:
             group["lr"] = lr_at(cfg, step)
         loss, parts = step_loss(model, plan, cfg, rows, stats=stats)

@@ -128,6 +128,11 @@ def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> Injection
     smollm2 L20, 240 steps) said yes to held-out concepts as often as to a random direction
     (0.17 vs 0.17, greedy check), to training concepts 0.83.
     """
+    if ex.kind == "replay":  # steered replay: a concept at the phrasings' mean residual norm
+        if ex.concept is None:
+            return None
+        norm = ex.strength * sum(plan.resid.values()) / len(plan.resid)
+        return InjectionSpec(layer, norm, plan.vectors[str(ex.concept)], From(enc.from_pos))
     if ex.kind not in D.INJECTED_KINDS or (ex.kind == "content" and ex.concept is None):
         return None
     norm = ex.strength * plan.resid[ex.phrasing]
