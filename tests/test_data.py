@@ -83,7 +83,9 @@ def test_simpleqa_csv(tmp_path):
                  'Who painted it?,Jane Doe\n')
     q = D.load_simpleqa_csv(p)[0]
     assert (q.question, q.answer, q.topic, q.answer_type) == ("Who painted it?", "Jane Doe", "Art", "Person")
-    assert D.load_questions(p) == [q]
+    assert D.load_questions(p) == [q] and q.id == "simpleqa-1"
+    p.write_text('id,metadata,problem,answer\nmine-7,"{\'answer_type\': \'number\'}",What is 2 + 3?,5\n,{},Q?,A\n')
+    assert [(q.id, q.answer_type) for q in D.load_simpleqa_csv(p)] == [("mine-7", "number"), ("simpleqa-2", "")]
 
 
 def test_mmlu_jsonl_fixture_and_dispatch(tmp_path):

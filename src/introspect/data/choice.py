@@ -149,7 +149,9 @@ _SQA_FMT = f"SimpleQA CSV with columns metadata,problem,answer (get it from {SIM
 
 
 def load_simpleqa_csv(path: Path | str) -> list[ShortQuestion]:
-    """SimpleQA (Wei et al. 2024) short-answer questions; topic/answer type from ``metadata``."""
+    """SimpleQA (Wei et al. 2024) short-answer questions; topic/answer type from ``metadata``.
+    An optional ``id`` column keeps items' own ids (a file written by ``introspect.train.selfknow``:
+    held-out items keep the ids their truth was recorded under)."""
     p, rows = csv_rows(path, _SQA_FMT, ("metadata", "problem", "answer"))
     out = []
     for n, r in enumerate(rows, 1):
@@ -158,7 +160,7 @@ def load_simpleqa_csv(path: Path | str) -> list[ShortQuestion]:
         except (ValueError, SyntaxError):
             meta = {}
         meta = meta if isinstance(meta, dict) else {}
-        out.append(ShortQuestion(f"simpleqa-{n}", (r["problem"] or "").strip(),
+        out.append(ShortQuestion((r.get("id") or "").strip() or f"simpleqa-{n}", (r["problem"] or "").strip(),
                                  (r["answer"] or "").strip(), str(meta.get("topic", "")),
                                  str(meta.get("answer_type", ""))))
     return out

@@ -1,0 +1,262 @@
+"""Train a self-knowledge LoRA: the Delegate Game's positive control (issue 29, item 5b).
+
+The adapter learns, P(IK)-style, to reply T (delegate) in the Delegate Game on the training items
+the base model gets wrong and its own answer on those it gets right; the control (``shuffle``)
+learns from the same rows with those labels permuted across the training items. Why this is a
+positive control: only the first adapter has been shown which items are its errors, so on
+held-out items (never in a training row, not even in a phase 1) only it should delegate its own
+errors, a delegation lift and self > other that the unchanged task must recover, with the
+control's intervals covering 0. The truth on held-out items is measured by the task on each
+adapted model itself; replay rows (the base model's own answers to the baseline prompts of the
+training items and to neutral questions, learned as its distributions by KL) keep that truth
+close to the base model's.
+
+Why the loop of ``train.loop``: its loss (``group_loss``: a step's game rows share their phase 1,
+run once without gradient), its schedule, its atomic checkpoints. A run is resumable (rerun the
+same call) and refuses a checkpoint made with another config or on other weights.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from introspect.engine.load.models import model_info
+from introspect.train import data as D
+from introspect.train import lora
+from introspect.train import replay as R
+from introspect.train import selfknow_data as K
+from introspect.train.gates import adapter_off
+from introspect.train.loop import (
+    CHECKPOINT,
+    LOG,
+    StepStats,
+    _atomic_save,
+    _atomic_text,
+    group_loss,
+    loadable_name,
+    lr_at,
+    peak_rss_mib,
+)
+
+TRUTH = "truth.json"  # every item: split, the base model's answer and grade, what it was trained to do
+ITEMS_TRAIN = "items_train.csv"
+ITEMS_HELDOUT = "items_heldout.csv"  # the Delegate Game's question file for the evaluation
+Replay = tuple[tuple[int, ...], tuple[int, ...]]  # (prompt ids, the base model's answer ids)
+
+
+def replay_rows(pool: K.Pool, neutral: list[R.ReplayItem], tokenizer: Any) -> list[Replay]:
+    """The rows replayed: the training items' baseline prompts with the base model's answers
+    (the truth the adapter must keep) and the neutral questions in ``train.replay``'s shapes."""
+    return ([(i.prompt_ids, i.answer_ids) for i in pool.train if i.answer_ids]
+            + [(tuple(D.render(tokenizer, r.conversation()).ids), r.ids) for r in neutral])
+
+
+def neutral_replay(ctx: Any, cfg: K.SelfKnowConfig, pool: K.Pool) -> list[R.ReplayItem]:
+    """Neutral questions of train_words.yaml answered by the base model (none that holds a
+    held-out item's question)."""
+    if not cfg.replay_prompts or not cfg.replay_frac:
+        return []
+    held = [i.question for i in pool.heldout]
+    qs = [q for q in D.load_train_words(cfg.train_words_file)[1] if not any(h in q for h in held)]
+    return R.build_replay(ctx.model, qs[:cfg.replay_prompts], seed=cfg.seed, tokens=cfg.replay_tokens)
+
+
+def _encoded(prompt: tuple[int, ...], answer: tuple[int, ...], first: bool) -> D.Encoded:
+    """A row for ``group_loss``: no injection (the shared prefix may run up to the answer);
+    ``first``: the answer's first token (the decision) weighs ``decision_weight``."""
+    ex = D.Example("selfknow", "game" if first else "replay")
+    return D.Encoded(ex, (*prompt, *answer), len(answer), len(prompt), (0, 1) if first else None)
+
+
+def step_encoded(ctx: Any, cfg: K.SelfKnowConfig, pool: K.Pool, labels: list[bool], replay: list[Replay],
+                 step: int, t_ids: tuple[int, ...]) -> tuple[list[D.Encoded], list[D.Encoded]]:
+    """(game rows, replay rows) of step ``step`` as token ids: each game question after one
+    phase 1 of other training items, answered T where its label says delegate, else with the
+    base model's own answer."""
+    rows = K.step_rows(step, cfg, len(pool.train), len(replay))
+    hist = K.history_text([pool.train[i] for i in rows.history], rows.teammate_accuracy, cfg.seed * 100_003 + step)
+    prompts = K.game_prompts(ctx, hist, [pool.train[i] for i in rows.game])
+    game = [_encoded(tuple(p.ids), t_ids if labels[i] else pool.train[i].answer_ids, True)
+            for i, p in zip(rows.game, prompts)]
+    return game, [_encoded(*replay[j], False) for j in rows.replay]
+
+
+def step_loss(ctx: Any, cfg: K.SelfKnowConfig, game: list[D.Encoded], rep: list[D.Encoded],
+              stats: StepStats | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Mean per-row loss: cross-entropy on the game replies (first token weighted), KL to the
+    base model's distributions on the replay rows."""
+    parts, by_kind = [], {}
+    for name, encs in (("game", game), ("replay", rep)):
+        if encs:
+            losses = group_loss(ctx.model, encs, [None] * len(encs), stats=stats, name_weight=cfg.decision_weight,
+                                distill=name == "replay")
+            parts.append(losses)
+            by_kind[name] = float(losses.detach().mean())
+    total = torch.cat(parts)
+    return total.sum() / total.numel(), by_kind
+
+
+# ---------------------------------------------------------------- the check after training
+def p_delegate(ctx: Any, prompts: list) -> list[float]:
+    """P(first token T) at each game prompt, as the task reads it in free text (``decide``'s mass)."""
+    from introspect.tasks.selfknowledge.common import decisions, letter_ids
+
+    dec, _ = decisions(ctx, prompts, {"T": letter_ids(ctx.model.tokenizer, "T")["T"]}, 1)
+    return [d.mass if d is not None else float("nan") for d in dec]
+
+
+def _auroc(p: list[float], wrong: list[bool]) -> list[float] | None:
+    from introspect.stats.auroc import auroc_ci
+
+    a = auroc_ci(p, wrong)
+    return None if a[0] != a[0] else [round(float(x), 4) for x in a]
+
+
+def check(ctx: Any, cfg: K.SelfKnowConfig, pool: K.Pool, labels: list[bool]) -> dict[str, Any]:
+    """A quick reading on ``check`` items per split (the first ``history_len`` of the split as
+    phase 1, teammate 0.5): AUROC [lo, hi] of P(T) for the base model's errors, adapter on and
+    off; on held-out items also the adapted model's own truth (its greedy baseline answers
+    graded) and how often it equals the base model's. Not the evaluation: that is the task's."""
+    out: dict[str, Any] = {"n_phase1": cfg.history_len}
+    for split, items in (("train", list(pool.train)), ("heldout", list(pool.heldout))):
+        hist, game = items[:cfg.history_len], items[cfg.history_len:cfg.history_len + cfg.check]
+        if not game:
+            continue
+        prompts = K.game_prompts(ctx, K.history_text(hist, 0.5, cfg.seed), game)
+        on = p_delegate(ctx, prompts)
+        with adapter_off(ctx.model):
+            off = p_delegate(ctx, prompts)
+        wrong = [not i.correct for i in game]
+        out[split] = {"n": len(game), "auroc_adapter": _auroc(on, wrong), "auroc_base": _auroc(off, wrong),
+                      "mean_p_t_adapter": round(sum(on) / len(on), 4), "mean_p_t_base": round(sum(off) / len(off), 4)}
+        if split == "train":
+            pos = {i.id: k for k, i in enumerate(pool.train)}
+            out[split]["auroc_adapter_trained_labels"] = _auroc(on, [labels[pos[i.id]] for i in game])
+        else:
+            own = K.answer_items(ctx, [i.short() for i in game])
+            keep = [k for k, o in enumerate(own) if o is not None]
+            out[split]["own_truth_graded"] = len(keep)
+            out[split]["own_truth_equals_base"] = (round(sum(own[k].correct == game[k].correct for k in keep)
+                                                         / len(keep), 4) if keep else None)
+            out[split]["auroc_adapter_own_truth"] = _auroc([on[k] for k in keep], [not own[k].correct for k in keep])
+    return out
+
+
+# ---------------------------------------------------------------- training
+def _truth_json(pool: K.Pool, labels: list[bool], cfg: K.SelfKnowConfig) -> str:
+    rows = [{"id": i.id, "question": i.question, "answer": i.answer, "split": split, "base_correct": i.correct,
+             "base_response": i.response, **({"trained_delegate": labels[k]} if split == "train" else {})}
+            for split, items in (("train", pool.train), ("heldout", pool.heldout)) for k, i in enumerate(items)]
+    return json.dumps({"knobs": pool.knobs, "calibration": pool.calibration, "seed": cfg.seed,
+                       "shuffle": cfg.shuffle, "shuffle_seed": cfg.seed if cfg.shuffle else None,
+                       "n_drawn": pool.n_drawn, "n_duplicates": pool.n_duplicates, "n_ungraded": pool.n_ungraded,
+                       "items": rows}, indent=1) + "\n"
+
+
+def evaluate_command(out: Path | str, cfg: K.SelfKnowConfig, n_heldout: int, results: str = "results/selfknow") -> str:
+    """The unchanged Delegate Game on the held-out items with this adapter (greedy, as the truth was read)."""
+    return (f"python -m experiments.run --task delegate --adapter {out} --greedy --option short_answer=true "
+            f"--option questions={Path(out) / ITEMS_HELDOUT} --option history_len={cfg.history_len} "
+            f"--option game_n={max(1, n_heldout - cfg.history_len)} --option teammate_accuracy=0.5 --out {results}")
+
+
+def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool = True,
+          stats: StepStats | None = None, model_name: str | None = None) -> dict[str, Any]:
+    """Build the pool and its truth, train (or resume) the adapter into ``out``; returns a summary.
+
+    Written before the first step: ``items_train.csv``, ``items_heldout.csv`` (the task's
+    question file for the evaluation) and ``truth.json``. A checkpoint (adapter, optimiser, log,
+    the pool with its truth, the replay answers) is written atomically every ``checkpoint_every``
+    steps; rerunning resumes from it. The finished adapter goes into ``out`` as any introspect
+    adapter (``load_model(name, adapter=out)``), its metadata holding the config, the split, the
+    truth's ids, the shuffle seed and the check (``introspect_adapter.json`` written last).
+    """
+    from tqdm.auto import tqdm
+
+    out = Path(out)
+    info = model_info(model)
+    ckpt_path = out / CHECKPOINT
+    ckpt = None
+    if ckpt_path.exists():
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        if (ckpt.get("kind") != "selfknow" or not K.same_config(ckpt.get("config"), cfg)
+                or ckpt.get("base_fingerprint") != info.fingerprint):
+            raise D.TrainDataError(f"{ckpt_path} was made with another config or model; use a new --out")
+    stats = stats if stats is not None else StepStats()
+    t0 = time.perf_counter()
+    ctx = K.task_context(model, cfg)
+    pool = K.Pool.from_json(ckpt["pool"]) if ckpt else K.build_pool(ctx, cfg)
+    neutral = [R.ReplayItem.from_json(r) for r in ckpt["replay"]] if ckpt else neutral_replay(ctx, cfg, pool)
+    labels = K.labels(pool.train, cfg.shuffle, cfg.seed)
+    replay = replay_rows(pool, neutral, model.tokenizer) if cfg.replay_frac else []
+    t_ids = K.delegate_ids(ctx)
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_text(out / ITEMS_TRAIN, K.items_csv(pool.train))
+    _atomic_text(out / ITEMS_HELDOUT, K.items_csv(pool.heldout))
+    _atomic_text(out / TRUTH, _truth_json(pool, labels, cfg))
+    params = lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha, seed=cfg.seed)
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    start = 0
+    if ckpt is not None:
+        lora.load_adapter_state(model, ckpt["adapter"])
+        opt.load_state_dict(ckpt["optim"])
+        start, stats.log = int(ckpt["step"]), list(ckpt["log"])
+    prep_s = time.perf_counter() - t0
+    bar = tqdm(total=cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True, file=sys.stderr,
+               disable=not progress)
+    loop_t0, cpu_t0 = time.perf_counter(), time.process_time()
+    for step in range(start, cfg.steps):
+        game, rep = step_encoded(ctx, cfg, pool, labels, replay, step, t_ids)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(cfg, step)  # reads lr, warmup and steps only
+        loss, parts = step_loss(ctx, cfg, game, rep, stats)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        stats.log.append({"step": step + 1, "loss": round(loss.item(), 5),
+                          **{f"loss_{k}": round(v, 5) for k, v in parts.items()}})
+        bar.set_postfix(loss=f"{stats.log[-1]['loss']:.3f}", refresh=False)
+        bar.update(1)
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+            _atomic_save({"kind": "selfknow", "step": step + 1, "adapter": lora.adapter_state(model),
+                          "optim": opt.state_dict(), "log": stats.log, "config": cfg.to_dict(),
+                          "base_fingerprint": info.fingerprint, "pool": pool.to_json(),
+                          "replay": [r.to_json() for r in neutral]}, ckpt_path)
+    bar.close()
+    loop_s, cpu_s = time.perf_counter() - loop_t0, time.process_time() - cpu_t0
+    _atomic_text(out / LOG, "".join(json.dumps(r) + "\n" for r in stats.log))
+    t_check = time.perf_counter()
+    checked = check(ctx, cfg, pool, labels) if cfg.check else None
+    n_steps = max(cfg.steps - start, 1)
+    truth_agrees = sum(lab == (not i.correct) for lab, i in zip(labels, pool.train)) / len(labels)
+    summary = {"kind": "selfknow", "control": cfg.shuffle, "steps": cfg.steps, "steps_this_run": cfg.steps - start,
+               "seconds_prepare": round(prep_s, 1), "seconds_train": round(loop_s, 1),
+               "seconds_per_step": round(loop_s / n_steps, 3), "cpu_seconds_per_step": round(cpu_s / n_steps, 3),
+               "threads": torch.get_num_threads(), "peak_rss_mib": round(peak_rss_mib(), 1),
+               "loss_first": stats.log[0]["loss"] if stats.log else None,
+               "loss_last": stats.log[-1]["loss"] if stats.log else None,
+               "knobs": pool.knobs, "n_train": len(pool.train), "n_heldout": len(pool.heldout),
+               "base_accuracy_train": round(sum(i.correct for i in pool.train) / len(pool.train), 4),
+               "base_accuracy_heldout": round(sum(i.correct for i in pool.heldout) / len(pool.heldout), 4),
+               "labels_equal_truth": round(truth_agrees, 4), "n_replay": len(replay),
+               "seconds_check": round(time.perf_counter() - t_check, 1), "check": checked,
+               "evaluate": evaluate_command(out, cfg, len(pool.heldout))}
+    meta = {"base_model": model_name or loadable_name(model), "base_name": info.name,
+            "base_fingerprint": info.fingerprint, "training": cfg.to_dict(),
+            "selfknow": {"control": cfg.shuffle, "shuffle_seed": cfg.seed if cfg.shuffle else None,
+                         "split_seed": cfg.seed, "knobs": pool.knobs, "calibration": pool.calibration,
+                         "train_ids": [i.id for i in pool.train], "heldout_ids": [i.id for i in pool.heldout],
+                         "base_wrong_ids": [i.id for i in (*pool.train, *pool.heldout) if not i.correct],
+                         "trained_delegate_ids": [i.id for i, lab in zip(pool.train, labels) if lab],
+                         "files": {"truth": TRUTH, "items_train": ITEMS_TRAIN, "items_heldout": ITEMS_HELDOUT}},
+            "summary": summary}
+    summary["adapter_hash"] = lora.save_adapter(model, out, layer=cfg.layer, meta=meta)
+    ckpt_path.unlink(missing_ok=True)
+    return summary
