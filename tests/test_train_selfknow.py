@@ -260,3 +260,28 @@ def test_cli_one_line_errors_then_trains_and_prints_the_evaluation(tiny_dir, mp,
     assert f"--adapter {good}" in ev and f"questions={good / S.ITEMS_HELDOUT}" in ev and "--task delegate" in ev
     assert "history_len=4" in ev and any(x.startswith("base model on the same items: ") and "--model" in x for x in lines)
     assert T.main(argv) == 0 and "already holds this adapter" in capsys.readouterr().out
+
+
+def test_the_printed_evaluation_runs_the_unchanged_task(trained, tmp_path, monkeypatch):
+    """The evaluation command (``summary["evaluate"]``) through ``experiments.run``: the adapter
+    loaded from its directory, the held-out file as the game's questions, the task's own summary;
+    graded by the planted truth (a random model states no number), the adapter delegates its
+    held-out errors: P(T) AUROC above chance, its interval above 0.5."""
+    import shlex
+
+    from experiments import run
+    from introspect.report import load_results, summarize
+    from introspect.tasks.selfknowledge.shortanswer import ShortGrade
+
+    monkeypatch.setattr(G, "grade_replies", lambda items, judges=(): [
+        ShortGrade(" - " not in q.question, "number") for q, _ in items])
+    argv = shlex.split(trained["summary"]["evaluate"])[3:]
+    assert argv[:2] == ["--task", "delegate"] and argv[-2] == "--out"
+    out = tmp_path / "results"
+    assert run.main([*argv[:-2], "--out", str(out), "--no-progress", "--batch-size", "8"]) == 0
+    df = load_results(out)
+    held = {i.id for i in trained["pool"].heldout}
+    assert len(df) and set(df["grade.qid"]) <= held
+    s = summarize(df)
+    auc = s[(s.metric == "p_delegate_auroc") & (s.variant == "items_heldout:teammate=0.5")].iloc[0]
+    assert auc["n"] == len(df) and auc["lo"] > 0.5, auc
