@@ -42,7 +42,7 @@ def mp():
 
 
 def tiny_cfg(**kw) -> K.SelfKnowConfig:
-    base = dict(layer=1, steps=100, n_items=80, calibrate=False, history_len=4, replay_prompts=2, replay_tokens=6,
+    base = dict(layer=1, steps=100, n_items=80, heldout_frac=0.5, calibrate=False, history_len=4, replay_prompts=2, replay_tokens=6,
                 lr=1e-2, decision_weight=10.0, check=0, checkpoint_every=1000)
     return K.SelfKnowConfig(**{**base, **kw})
 
@@ -94,14 +94,16 @@ def trained(sharp_dir, mp, tmp_path_factory):
 def test_adapter_delegates_its_errors(trained):
     """Trained on its errors, P(T) is higher on its errors than on its right items, on training
     items and on held-out ones (the planted errors follow a rule it can carry over)."""
-    assert trained["gap"]["train"] > 0.4 and trained["gap"]["heldout"] > 0.4, trained["gap"]
+    assert trained["gap"]["train"] > 0.3 and trained["gap"]["heldout"] > 0.3, trained["gap"]
     assert trained["summary"]["labels_equal_truth"] == 1.0 and not trained["summary"]["control"]
 
 
 def test_the_shuffled_control_learns_no_such_gap(trained, sharp_dir, mp, tmp_path):
     """The same base, the same rows, the labels permuted: no gap on the truth (~12 s of training)."""
     ctrl = _train(sharp_dir, True, tmp_path / "control")
-    assert abs(ctrl["gap"]["train"]) < 0.25 and abs(ctrl["gap"]["heldout"]) < 0.25, (trained["gap"], ctrl["gap"])
+    real, gap_c = trained["gap"], ctrl["gap"]
+    assert abs(gap_c["train"]) < 0.25 and abs(gap_c["heldout"]) < 0.25, (real, gap_c)
+    assert real["train"] - gap_c["train"] > 0.35 and real["heldout"] - gap_c["heldout"] > 0.35, (real, gap_c)
     assert ctrl["summary"]["control"] and ctrl["summary"]["labels_equal_truth"] < 0.8
     meta = json.loads((ctrl["out"] / lora.META_FILE).read_text())
     assert meta["selfknow"]["shuffle_seed"] == 0 and meta["training"]["shuffle"] is True

@@ -42,12 +42,12 @@ class SelfKnowConfig:
     replay_frac: float = 0.25  # share of a step's rows replaying the base model (KL to its distributions)
     rank: int = 8
     lora_alpha: float = 16.0
-    lr: float = 1e-3
+    lr: float = 2e-3  # as train_aware's default
     warmup: int = 10
     seed: int = 0  # seeds the pool, the split, the rows, the adapter's init and the control's permutation
     shuffle: bool = False  # the control: wrong/right labels permuted across the training items
-    n_items: int = 400  # arithmetic items drawn (duplicates and ungraded items are dropped)
-    heldout_frac: float = 0.5  # share of the graded items held out, stratified by the truth
+    n_items: int = 600  # arithmetic items drawn (duplicates and ungraded items are dropped)
+    heldout_frac: float = 0.4  # share of the graded items held out, stratified by the truth
     history_len: int = 10  # phase-1 questions in every game prompt (evaluate with the same)
     teammate_accuracy: tuple[float, ...] = (0.3, 0.5, 0.7)  # drawn per step
     calibrate: bool = True  # walk pool.LADDER to the setting with base accuracy closest to 0.5
