@@ -227,7 +227,7 @@ def check_pool(pool: Pool, cfg: SelfKnowConfig) -> None:
     if len(pool.train) < cfg.history_len + 2 or not pool.heldout:
         raise TrainDataError(f"{len(pool.train)} training and {len(pool.heldout)} held-out items graded "
                              f"(of {pool.n_drawn} drawn, {pool.n_ungraded} ungraded); need more than "
-                             f"history_len={cfg.history_len} + 1 training items: raise n_items")
+                             f"history_len={cfg.history_len} + 1 training items: raise --items (n_items)")
     if n_right in (0, len(pool.train)):
         what = "right" if n_right else "wrong"
         raise TrainDataError(f"the base model got every training item {what} at {pool.knobs}; nothing to tell "
