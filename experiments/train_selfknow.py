@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--model", default=None, help="registry name, hub id or local model (default smollm2-135m-instruct)")
     a("--out", type=Path, help="adapter directory (default adapters/<model>-sk[-shuffled])")
     a("--shuffle", action="store_true", help="the control: wrong/right labels permuted across the training items")
-    a("--layer", type=int, help="LoRA on the blocks after this one (default: a third of the depth)")
+    a("--layer", type=int, help="LoRA on the blocks after this one (default: two thirds of the depth, as train_aware)")
     a("--steps", type=int, default=d.steps)
     a("--batch-size", type=int, default=d.batch_size, help="rows per step (game rows sharing one phase 1, plus replay)")
     a("--replay-frac", type=float, default=d.replay_frac, help="share of a step's rows replaying the base model")
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             raise TrainDataError(f"--out {out} is a file, not a directory")
         model = load_model(name)
         n = int(model.cfg.n_layers)
-        layer = args.layer if args.layer is not None else n // 3
+        layer = args.layer if args.layer is not None else min(round(2 * n / 3), n - 2)
         if not 0 <= layer < n - 1:
             raise TrainDataError(f"--layer {layer} out of range; this model has layers 0..{n - 1} "
                                  "and LoRA needs at least one block after it")

@@ -42,6 +42,18 @@ def test_fisher_by_hand():
     assert p == pytest.approx(34 / 70)  # hypergeometric: (16 + 1 + 16 + 1) / 70
 
 
+def test_fisher_odds_ratio_is_undefined_when_a_variable_never_varies():
+    """A model that never delegates: no odds ratio (it read 1.6 [0.03, 83] from the 0.5 added to
+    empty cells), Fisher's p 1; one delegation in each error class gives a number again."""
+    errors = np.array([1, 0, 1, 0, 1, 0, 0, 0], bool)
+    (orr, lo, hi), p = S.fisher(np.zeros(8, bool), errors)
+    assert math.isnan(orr) and math.isnan(lo) and math.isnan(hi) and p == pytest.approx(1.0)
+    (orr, _, _), _ = S.fisher(errors, np.ones(8, bool))
+    assert math.isnan(orr)
+    (orr, lo, hi), _ = S.fisher(np.array([1, 0, 0, 0, 1, 0, 0, 0], bool), errors)
+    assert math.isfinite(orr) and lo < orr < hi
+
+
 def test_lr_test_matches_the_closed_form():
     x = np.array([1] * 8 + [0] * 8, float)
     y = np.array([1] * 6 + [0] * 2 + [1] * 2 + [0] * 6, float)

@@ -91,6 +91,7 @@ def trained(sharp_dir, mp, tmp_path_factory):
     return _train(sharp_dir, False, tmp_path_factory.mktemp("sk") / "adapter")
 
 
+@pytest.mark.slow  # the module's trained adapters (~35 s together): CI's full suite
 def test_adapter_delegates_its_errors(trained):
     """Trained on its errors, P(T) is higher on its errors than on its right items, on training
     items and on held-out ones (the planted errors follow a rule it can carry over)."""
@@ -98,6 +99,7 @@ def test_adapter_delegates_its_errors(trained):
     assert trained["summary"]["labels_equal_truth"] == 1.0 and not trained["summary"]["control"]
 
 
+@pytest.mark.slow  # the module's trained adapters (~35 s together): CI's full suite
 def test_the_shuffled_control_learns_no_such_gap(trained, sharp_dir, mp, tmp_path):
     """The same base, the same rows, the labels permuted: no gap on the truth (~12 s of training)."""
     ctrl = _train(sharp_dir, True, tmp_path / "control")
@@ -112,6 +114,7 @@ def test_the_shuffled_control_learns_no_such_gap(trained, sharp_dir, mp, tmp_pat
         i.id for i, lab in zip(ctrl["pool"].train, ctrl["labels"]) if lab}
 
 
+@pytest.mark.slow  # the module's trained adapters (~35 s together): CI's full suite
 def test_save_load_same_logits_and_metadata(trained, sharp_dir):
     run = trained
     model, out, pool = run["model"], run["out"], run["pool"]
@@ -133,6 +136,7 @@ def test_save_load_same_logits_and_metadata(trained, sharp_dir):
     assert not (out / CHECKPOINT).exists()
 
 
+@pytest.mark.slow  # the module's trained adapters (~35 s together): CI's full suite
 def test_shuffle_permutes_labels_but_keeps_items_split_and_rows(trained):
     ctx, cfg, pool = trained["ctx"], trained["cfg"], trained["pool"]
     a, b = K.labels(pool.train, False, cfg.seed), K.labels(pool.train, True, cfg.seed)
@@ -264,6 +268,7 @@ def test_cli_one_line_errors_then_trains_and_prints_the_evaluation(tiny_dir, mp,
     assert T.main(argv) == 0 and "already holds this adapter" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # the module's trained adapters (~35 s together): CI's full suite
 def test_the_printed_evaluation_runs_the_unchanged_task(trained, tmp_path, monkeypatch):
     """The evaluation command (``summary["evaluate"]``) through ``experiments.run``: the adapter
     loaded from its directory, the held-out file as the game's questions, the task's own summary;

@@ -172,8 +172,9 @@ def test_self_vs_other_separates_own_errors_from_general_difficulty():
     svo = self_vs_other(_flat(recs))
     auc = svo[svo.metric == "auroc"].set_index(["predictor", "behaviour"])["value"]
     assert auc[("m1", "m1")] > 0.7 and auc[("m2", "m2")] > 0.7
-    diff = svo[svo.metric == "self_minus_other"].set_index("predictor")["value"]
-    assert diff["m1"] > 0.1 and diff["m2"] > 0.1  # each predicts its own errors best
+    diff = svo[svo.metric == "self_minus_other"].set_index("predictor")
+    assert diff.loc["m1", "value"] > 0.1 and diff.loc["m2", "value"] > 0.1  # each predicts its own errors best
+    assert diff.loc["m1", "lo"] > 0 and diff.loc["m2", "lo"] > 0 and (diff["n"] == 80).all()  # ...beyond item noise
     rho = svo[svo.metric == "spearman_graded"].set_index(["predictor", "behaviour"])
     assert rho.loc[("m1", "m1"), "value"] > 0.9 > rho.loc[("m1", "m2"), "value"]  # P(T) ≈ 1 − own P(correct)
     assert rho.loc[("m1", "m1"), "p"] < 1e-6
@@ -281,3 +282,47 @@ def test_delegate_recovery_and_difficulty_never_share_item_ids(tiny_model):
     assert not pools["delegate"] & pools["recovery"] and not pools["delegate"] & pools["difficulty"]
     assert not pools["recovery"] & pools["difficulty"]
     assert len(texts["delegate"] & texts["recovery"]) < 3  # different draws (a collision by chance is rare)
+
+
+def _svo_null(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    """Two models with the same error probabilities per item and independent errors; model
+    m1 predicts that probability (general difficulty, no self-knowledge): self − other is 0."""
+    p_wrong = _sig(rng.normal(0, 1.5, n))
+    recs = []
+    for m in ("m1", "m2"):
+        wrong = rng.random(n) < p_wrong
+        recs += [Record(seed=0, model_id=m, task="delegate", condition="clean", variant="arith:teammate=0.5",
+                        trial_index=q, trial_id=f"{m}-{q}",
+                        grade={"qid": f"q{q}", "source": "arith", "baseline_correct": not bool(wrong[q]),
+                               "p_delegate": float(p_wrong[q]) if m == "m1" else None})
+                 for q in range(n)]
+    return _flat(recs)
+
+
+@pytest.mark.calibration
+def test_self_minus_other_interval_covers_a_null_95_percent():
+    """Coverage of the jackknife interval when the predictor knows only general difficulty (the
+    truth is 0): 400 simulated pairs of models at 40 and 150 items."""
+    rng = np.random.default_rng(7)
+    for n in (40, 150):
+        cover = []
+        for _ in range(400):
+            r = self_vs_other(_svo_null(rng, n))
+            r = r[(r.metric == "self_minus_other") & (r.predictor == "m1")].iloc[0]
+            cover.append(r.lo <= 0 <= r.hi)
+        print(f"self_minus_other null coverage at {n} items: {np.mean(cover):.3f}")
+        assert 0.93 <= np.mean(cover) <= 0.99, (n, np.mean(cover))
+
+
+def test_self_vs_other_lines_up_a_fewshot_model_with_a_chat_model_on_one_question_file():
+    """A base model plays the few-shot format (variant ``items+fewshot:…``), a chat model the chat
+    one (``items:…``), on the same question file: the items are the same, so self vs other pairs
+    them (it read n = 0 and NaN before)."""
+    recs = _delegate_records("chat", 0.8, 1, 40) + [
+        Record(**{**r.to_dict(), "model_id": "base", "trial_id": "b" + r.trial_id,
+                  "variant": "arith+fewshot:teammate=0.5"}) for r in _delegate_records("base", 0.2, 2, 40)]
+    df = _flat(recs).drop(columns=["grade.source"])  # the source then comes from the variant
+    svo = self_vs_other(df)
+    cross = svo[(svo.metric == "auroc") & (svo.predictor == "chat") & (svo.behaviour == "base")].iloc[0]
+    assert cross.n == 40 and math.isfinite(cross.value)
+    assert svo[(svo.metric == "self_minus_other") & (svo.predictor == "chat")].iloc[0].n == 40

@@ -266,13 +266,17 @@ def _null_llf(y: np.ndarray) -> float:
 
 def fisher(a: np.ndarray, b: np.ndarray) -> tuple[Interval, float]:
     """Association of two binary variables: (odds ratio with its 95% CI (Woolf, statsmodels
-    Table2x2 with 0.5 added to empty cells), Fisher's exact two-sided p)."""
+    Table2x2 with 0.5 added to empty cells), Fisher's exact two-sided p). The odds ratio is NaN
+    when either variable never varies (a model that never delegates): the 0.5 added to its two
+    empty cells would otherwise print ≈ 1.6 [0.03, 83], a number the data cannot support."""
     from scipy.stats import fisher_exact
     from statsmodels.stats.contingency_tables import Table2x2
 
     a, b = np.asarray(a, bool), np.asarray(b, bool)
     t = np.array([[(a & b).sum(), (a & ~b).sum()], [(~a & b).sum(), (~a & ~b).sum()]], float)
     p = float(fisher_exact(t.astype(int))[1]) if a.size else NAN
+    if (t.sum(0) == 0).any() or (t.sum(1) == 0).any():
+        return (NAN, NAN, NAN), p
     tt = Table2x2(t + 0.5 if (t == 0).any() else t)
     lo, hi = tt.oddsratio_confint()
     return (float(tt.oddsratio), float(lo), float(hi)), p

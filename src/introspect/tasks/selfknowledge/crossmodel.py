@@ -15,9 +15,11 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
+from scipy.stats import t as student_t
 
-from introspect.stats.auroc import auroc_ci
+from introspect.stats.auroc import auroc_ci, auroc_point
 from introspect.stats.items import expand_draws
+from introspect.tasks.fewshot import split_variant
 from introspect.tasks.selfknowledge.rows import g, isnum, lists, num, with_source
 
 ITEM_COLUMNS = ["model_id", "item", "task", "y", "weight"]
@@ -109,14 +111,56 @@ def _graded(task: str, s: pd.DataFrame, beh: dict[tuple[str, str], list]) -> dic
     return out
 
 
+def _item_source(df: pd.DataFrame) -> pd.DataFrame:
+    """``with_source`` without the prompt format's mark (``+fewshot``): a base model (few-shot
+    format) and a chat model that played one question file answered the same items, and self vs
+    other must line them up."""
+    d = with_source(df)
+    if len(d):
+        d["source"] = d["source"].map(lambda v: split_variant(str(v))[0])
+    return d
+
+
+def _self_minus_other(own: pd.DataFrame, beh: dict[tuple[str, str], list], me: str,
+                      others: list[str]) -> tuple[tuple[float, float, float], int]:
+    """AUROC of ``me``'s predictions against its own behaviour minus their mean AUROC against each
+    other model's, on the items every one of them answered, with a jackknife-over-items t
+    interval (both AUROCs share the predictions, so items are the unit; for an AUROC, a
+    U-statistic, the jackknife variance is DeLong's up to O(1/n)). A percentile bootstrap
+    covered 0.91 at 60 items; coverage of this one is a calibration test. Returns (estimate,
+    lo, hi) and the number of items."""
+    keys = [k for k in own["key"] if all((m, k) in beh for m in (me, *others))]
+    if not keys:
+        return (np.nan, np.nan, np.nan), 0
+    p = own.set_index("key").loc[keys, "p"].to_numpy(float)
+    draws = {m: [beh[(m, k)] for k in keys] for m in (me, *others)}
+
+    def auc(idx: np.ndarray, m: str) -> float:
+        pp, y, _ = expand_draws(list(p[idx]), [draws[m][i] for i in idx], list(idx))
+        return auroc_point(pp, y >= 0.5)  # NaN when the resample holds one class
+
+    def stat(idx: np.ndarray) -> float:
+        rest = [auc(idx, m) for m in others]
+        return auc(idx, me) - float(np.mean(rest)) if np.isfinite(rest).all() else np.nan
+
+    n = len(keys)
+    est = stat(np.arange(n))
+    loo = np.array([stat(np.delete(np.arange(n), i)) for i in range(n)]) if n > 2 else np.array([])
+    if not np.isfinite(est) or loo.size == 0 or not np.isfinite(loo).all():
+        return (est, np.nan, np.nan), n
+    half = float(student_t.ppf(0.975, n - 1) * np.sqrt((n - 1) / n * ((loo - loo.mean()) ** 2).sum()))
+    return (est, est - half, est + half), n
+
+
 def self_vs_other(df: pd.DataFrame) -> pd.DataFrame:
     """AUROC of model M's predictions against model N's behaviour on the items both saw, for
     every ordered pair (M, N) and task; ``self`` marks M == N. Rows ``self_minus_other`` give
-    M's own AUROC minus its mean AUROC on the other models (NaN with one model); rows
+    M's own AUROC minus its mean AUROC on the other models, on the items all of them answered,
+    with an item-resampling interval (NaN with one model); rows
     ``spearman_graded`` rank-correlate M's predictions with N's graded behaviour (share of
     positive draws; 1 − P(correct) in the game), with Spearman's p."""
     rows: list[dict] = []
-    for task, s in _by_task(with_source(df)):
+    for task, s in _by_task(_item_source(df)):
         if task not in ("delegate", "seb-association", "seb-restriction", "seb-difficulty"):
             continue
         pred, beh = _predictions(task, s), _behaviour(task, s)
@@ -142,9 +186,10 @@ def self_vs_other(df: pd.DataFrame) -> pd.DataFrame:
                     rows.append({"task": task, "predictor": mp, "behaviour": mb, "self": mp == mb,
                                  "metric": "spearman_graded", "value": float(rho), "lo": np.nan,
                                  "hi": np.nan, "n": len(gk), "p": float(pval)})
-            others = [v for k, v in aucs.items() if k != mp and np.isfinite(v)]
-            diff = aucs.get(mp, np.nan) - np.mean(others) if others else np.nan
+            others = [k for k, v in aucs.items() if k != mp and np.isfinite(v)]
+            est, n_items = _self_minus_other(own, beh, mp, others) if others and np.isfinite(aucs.get(mp, np.nan)) \
+                else ((np.nan, np.nan, np.nan), 0)
             rows.append({"task": task, "predictor": mp, "behaviour": "others", "self": False,
-                         "metric": "self_minus_other", "value": diff, "lo": np.nan, "hi": np.nan,
-                         "n": len(others), "p": np.nan})
+                         "metric": "self_minus_other", "value": est[0], "lo": est[1], "hi": est[2],
+                         "n": n_items, "p": np.nan})
     return pd.DataFrame(rows, columns=SVO_COLUMNS)
