@@ -156,7 +156,7 @@ def self_vs_other(df: pd.DataFrame) -> pd.DataFrame:
     """AUROC of model M's predictions against model N's behaviour on the items both saw, for
     every ordered pair (M, N) and task; ``self`` marks M == N. Rows ``self_minus_other`` give
     M's own AUROC minus its mean AUROC on the other models, on the items all of them answered,
-    with an item-resampling interval (NaN with one model); rows
+    with a jackknife-over-items t interval (NaN with one model); rows
     ``spearman_graded`` rank-correlate M's predictions with N's graded behaviour (share of
     positive draws; 1 − P(correct) in the game), with Spearman's p."""
     rows: list[dict] = []
