@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -48,7 +47,6 @@ from inspect_ai.model import (
     ChatMessageAssistant,
     ChatMessageUser,
     GenerateConfig,
-    Logprob,
     ModelOutput,
     get_model,
 )
@@ -56,79 +54,26 @@ from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import Generate, TaskState, solver
 
 from introspect.data import ArithmeticQuestion, MCQuestion
-from introspect.integrations.inspect.selfknowledge import MARKUP, _ctx
+from introspect.integrations.inspect.seb_read import (  # noqa: F401  (re-exported: the tests read them from here)
+    _content,
+    as_decision,
+    label_of,
+    parse_label,
+    parse_yes_no,
+    read_decision,
+)
+from introspect.integrations.inspect.selfknowledge import _ctx
 from introspect.integrations.inspect.sk_records import generate_config, header_of
 from introspect.records.jsonl import trial_id, validate
 from introspect.tasks.selfknowledge import difficulty as DF
 from introspect.tasks.selfknowledge import seb as SB
-from introspect.tasks.selfknowledge.common import MIN_DRAWS, PREFILL, YES_NO, Decision
-from introspect.tasks.selfknowledge.parse import listed_words, parse_letter, parse_ranking
+from introspect.tasks.selfknowledge.common import MIN_DRAWS, PREFILL, YES_NO
+from introspect.tasks.selfknowledge.parse import listed_words, parse_ranking
 
 SEB_KEY = "introspect_seb"
 TASKS = ("seb-association", "seb-restriction", "seb-difficulty")
 AB = {"A": ("A",), "B": ("B",)}
 Gen = Callable[[list[ChatMessage], GenerateConfig], Awaitable[ModelOutput]]
-
-
-# ---------------------------------------------------------------- reading one decision
-def label_of(token: str, spellings: dict[str, Sequence[str]]) -> str | None:
-    """The label a token spells (" Yes", "yes", "**B", "B."), else None."""
-    s = token.strip().lstrip(MARKUP).rstrip(".,:;!*_`\"')")
-    return next((k for k, forms in spellings.items() if s in forms), None)
-
-
-_YES_NO = re.compile(r"^[\s\"'*`(\[]*(?:answer\s*[:=]?\s*[\s\"'*`(\[]*)?(yes|no)\b", re.I)
-
-
-def parse_yes_no(text: str) -> str | None:
-    """"yes" / "no" when the reply starts with it (after markup or "Answer:"), else None."""
-    m = _YES_NO.match(text)
-    return m.group(1).lower() if m else None
-
-
-def parse_label(text: str, spellings: dict[str, Sequence[str]]) -> str | None:
-    return parse_yes_no(text) if set(spellings) == set(YES_NO) else parse_letter(text, "".join(spellings))
-
-
-def _content(output: ModelOutput) -> list[Logprob]:
-    first = output.choices[0] if output.choices else None
-    return first.logprobs.content if first is not None and first.logprobs is not None else []
-
-
-def read_decision(output: ModelOutput, spellings: dict[str, Sequence[str]], source: str) -> dict[str, Any]:
-    """One decision as JSON (``probs`` over the labels, ``mass``, ``text`` the parsed label,
-    ``step`` the token read), from ``source``: ``logprobs`` reads the top log-probs at the first
-    token spelling the parsed label (None without one, never a text guess); ``text`` one-hot."""
-    text = parse_label(output.completion, spellings)
-    probs: dict[str, float] | None = None
-    mass: float | None = None
-    step: int | None = None
-    if source == "logprobs":
-        content = _content(output)
-        step = next((i for i, lp in enumerate(content) if text is not None and label_of(lp.token, spellings) == text),
-                    None)
-        if step is not None:
-            entries = {t.token: t.logprob for t in (content[step].top_logprobs or [])}
-            entries.setdefault(content[step].token, content[step].logprob)
-            p = dict.fromkeys(spellings, 0.0)
-            for tok, lp in entries.items():
-                lab = label_of(tok, spellings)
-                if lab is not None:
-                    p[lab] += math.exp(lp)
-            total = sum(p.values())
-            if total > 0:
-                probs, mass = {k: v / total for k, v in p.items()}, total
-    elif text is not None:
-        probs = {k: float(k == text) for k in spellings}
-    return {"probs": probs, "mass": mass, "text": text, "step": step, "source": source}
-
-
-def as_decision(rd: dict[str, Any]) -> Decision | None:
-    """The toolkit's ``Decision`` of a reading (a text reading has mass 1: it is nulled in the grade)."""
-    if rd["probs"] is None:
-        return None
-    labels = tuple(rd["probs"])
-    return Decision(labels, tuple(rd["probs"][k] for k in labels), rd["mass"] if rd["mass"] is not None else 1.0)
 
 
 # ---------------------------------------------------------------- samples (the toolkit's plan)

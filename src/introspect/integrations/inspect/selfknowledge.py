@@ -29,6 +29,7 @@ the intervals come from the toolkit's summariser over ``sk_records(log)`` (``sum
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -72,20 +73,27 @@ def decision_step(content: list[Logprob], letters: str, text_choice: str | None)
     return next((i for i, lp in enumerate(content) if letter_of(lp.token, letters) == text_choice), None)
 
 
-def letter_probs(step: Logprob, letters: str) -> tuple[dict[str, float], float] | None:
-    """(distribution over ``letters`` renormalised, the raw mass on them) from one token's top
-    log-probs (the chosen token counts if the provider left it out); None without any letter."""
+def label_probs(step: Logprob, labels: Sequence[str],
+                read: Callable[[str], str | None]) -> tuple[dict[str, float], float] | None:
+    """(distribution over ``labels`` renormalised, the raw mass on them) from one token's top
+    log-probs, each token counted for the label ``read`` finds in it (the chosen token counts if
+    the provider left it out); None without any label."""
     entries = {t.token: t.logprob for t in (step.top_logprobs or [])}
     entries.setdefault(step.token, step.logprob)
-    p = dict.fromkeys(letters, 0.0)
+    p = dict.fromkeys(labels, 0.0)
     for tok, lp in entries.items():
-        letter = letter_of(tok, letters)
-        if letter is not None:
-            p[letter] += math.exp(lp)
+        label = read(tok)
+        if label is not None:
+            p[label] += math.exp(lp)
     mass = sum(p.values())
     if mass <= 0:
         return None
     return {k: v / mass for k, v in p.items()}, mass
+
+
+def letter_probs(step: Logprob, letters: str) -> tuple[dict[str, float], float] | None:
+    """``label_probs`` over option letters (" B", "**B", "(B" all read as B)."""
+    return label_probs(step, letters, lambda tok: letter_of(tok, letters))
 
 
 def _argmax(probs: dict[str, float] | None) -> str | None:
