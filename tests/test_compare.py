@@ -131,6 +131,25 @@ def test_model_cards_from_headers():
     assert m3.fingerprint == "sha256:cd" and pd.isna(m3.parameters) and pd.isna(m3.family)
 
 
+def test_seb_mean_is_002s_score_only_with_all_three_tests():
+    """002's self-execution score: the mean of the three logit accuracies, for a model with all three
+    (m1); none for a model whose restriction truth is one class (m2) or that lacks a test (m3)."""
+    parts = [("seb-association", "logit_accuracy", 0.6), ("seb-restriction", "logit_accuracy", 0.8),
+             ("seb-difficulty", "logit_pair_accuracy", 0.4)]
+    rows = [(m, t, None, NAN, "unit", "v", metric, "", val, val - 0.1, val + 0.1, 30)
+            for m in ("m1", "m2") for t, metric, val in parts]
+    rows += [("m2", "seb-restriction", None, NAN, "unit", "v", "warning_judged_truth_one_class", "", 1.0, NAN, NAN, 240),
+             ("m3", "seb-association", None, NAN, "unit", "v", "logit_accuracy", "", 0.7, 0.6, 0.8, 30)]
+    comp = compare(_summary(rows), pd.DataFrame())
+    mean = comp.headline[comp.headline.metric == "seb_mean_accuracy"]
+    assert mean["model_id"].tolist() == ["m1"] and mean["value"].iloc[0] == pytest.approx(0.6)
+    assert mean["lo"].isna().all() and mean["n"].iloc[0] == 3  # no interval: the parts carry theirs
+    notes = " ".join(comp.notes)
+    assert "m2: no 002 score" in notes and "seb-restriction has no logit_accuracy" in notes
+    assert "m3: no 002 score" in notes and "seb-difficulty not run" in notes
+    assert "seb-mean" in set(wide_table(comp)["task"])
+
+
 def test_wide_table_and_page():
     headers = pd.DataFrame([{"model_id": m, "fingerprint": m, "ts": "t", "notes": [_card(m, p)]}
                             for m, p in (("m1", 200), ("m2", 100))])

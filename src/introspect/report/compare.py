@@ -59,8 +59,17 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "delegate-probe": ("probe_cv_auroc", "game_projection_auroc[error]"),
     "recovery": ("accuracy_drop_vs_clean", "recovery_rate", "in_reasoning_rate", "accuracy", "parse_rate",
                  "cut_rate"),
-    "ability": ("accuracy", "modal_letter_rate", "cloze_accuracy", "mean_p_correct", "low_mass_rate"),
+    # letter-free first: the cloze reading where the records have it (the letter argmax reads the
+    # answer-letter prior at these sizes; its modal-letter rate stays beside it)
+    "ability": ("cloze_accuracy", "accuracy", "modal_letter_rate", "cloze_letter_agreement", "mean_p_correct",
+                "low_mass_rate"),
+    "seb-mean": ("seb_mean_accuracy",),  # computed across the three SEB tasks (seb_mean_rows), never summarised
 }
+# 002's self-execution score (its Figs. 7-8): per model, the unweighted mean of the three tests'
+# accuracies, each with chance 0.5. Here each test's logit reading, after the one-class gate
+SEB_PARTS = {"seb-association": "logit_accuracy", "seb-restriction": "logit_accuracy",
+             "seb-difficulty": "logit_pair_accuracy"}
+SEB_MEAN = ("seb-mean", "002 score: mean of association, restriction, difficulty", "seb_mean_accuracy")
 STEERING = ("steer_lp_rise_vs_random", "steer_share", "steer_lp_rise", "steer_mention_vs_random")
 HELD_OUT = "@held_out"
 STEERING_PREFIX = "steer"
@@ -162,16 +171,56 @@ def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=HEADLINE_COLUMNS)
 
 
+def seb_mean_rows(summary: pd.DataFrame) -> tuple[list[dict], list[str]]:
+    """002's self-execution score per model (headline rows) and why a model has none (notes).
+
+    Defined only where all three tests have one logit accuracy each that passed the one-class gate
+    (a mean over two tests, or over a judged truth of one class, is not 002's score). It has no
+    interval: its parts come from different item sets with differently clustered intervals, shown
+    beside it; the mean is a summary in 002's units, not a test.
+    """
+    if summary.empty:
+        return [], []
+    s = without_one_class_truth(summary)
+    rows, notes = [], []
+    for model in sorted(set(s["model_id"].dropna())):
+        parts, why = {}, []
+        for task, metric in SEB_PARTS.items():
+            r = s[(s["model_id"] == model) & (s["task"] == task) & (s["metric"] == metric) & s["value"].notna()]
+            if len(r) == 1:
+                parts[task] = r.iloc[0]
+            elif len(r) > 1:
+                why.append(f"{task} has {len(r)} variants")
+            elif ((summary["model_id"] == model) & (summary["task"] == task)).any():
+                why.append(f"{task} has no {metric} (or a one-class judged truth)")
+            else:
+                why.append(f"{task} not run")
+        if len(parts) == len(SEB_PARTS):
+            rows.append({"task": SEB_MEAN[0], "variant": SEB_MEAN[1], "metric": SEB_MEAN[2], "role": "headline",
+                         "model_id": model, "value": float(np.mean([float(r["value"]) for r in parts.values()])),
+                         "lo": np.nan, "hi": np.nan, "n": len(parts), "layer_idx": np.nan, "alpha": np.nan,
+                         "alpha_units": None, "n_cells": 1})
+        elif parts:
+            notes.append(f"{model}: no 002 score (seb_mean_accuracy): " + "; ".join(why))
+    return rows, notes
+
+
 def compare(summary: pd.DataFrame, headers: pd.DataFrame) -> Comparison:
     """The comparison of every model in a ``summarize`` table and its run headers."""
     headline = headline_table(summary)
+    seb_rows, seb_notes = seb_mean_rows(summary)
+    if seb_rows:
+        headline = pd.concat([headline, pd.DataFrame(seb_rows, columns=HEADLINE_COLUMNS)], ignore_index=True)
     found = sorted(set(summary["model_id"].dropna()) if not summary.empty else set())
     cards = model_cards(headers, found)
     cards = cards[cards["model"].isin(found)] if found else cards
     order = tuple(cards["model"]) + tuple(m for m in found if m not in set(cards["model"]))
     from introspect.report.sk_figures import delegate_figures
 
-    return Comparison(cards.reset_index(drop=True), headline, order, tuple(one_class_notes(summary)),
+    notes = (*one_class_notes(summary), *seb_notes,
+             *(["seb_mean_accuracy is 002's self-execution score (chance 0.5): the unweighted mean of the "
+                "three tests' logit accuracies, without an interval (read each test's beside it)"] if seb_rows else []))
+    return Comparison(cards.reset_index(drop=True), headline, order, notes,
                       tuple(delegate_figures(summary, list(order))))
 
 

@@ -93,7 +93,7 @@ def lift_figure(summary: pd.DataFrame, models: list[str] | None = None) -> tuple
     feedback apart) with its Jeffreys interval; a zero line. A NaN lift: no point, its reason
     at that row (and in the notes)."""
     s = _delegate(summary)
-    lift = s[(s.metric == "self_accuracy_lift") & ~s.variant.map(_pooled)]
+    lift = s[(s.metric == "self_accuracy_lift") & ~s.variant.map(_pooled).astype(bool)]
     if lift.empty:
         return None, []
     models = [m for m in (models or sorted(lift.model_id.unique())) if m in set(lift.model_id)]
@@ -138,9 +138,9 @@ def coefficient_figure(summary: pd.DataFrame, models: list[str] | None = None) -
     if s.empty:
         return None, []
     models = models or sorted(s.model_id.unique())
-    cells = s[s.metric.isin([UNCONTROLLED, CONTROLLED]) & ~s.variant.map(_pooled)][["model_id", "variant"]]
+    cells = s[s.metric.isin([UNCONTROLLED, CONTROLLED]) & ~s.variant.map(_pooled).astype(bool)][["model_id", "variant"]]
     cells = cells.drop_duplicates().sort_values(["model_id", "variant"])
-    pooled = s[s.metric.str.startswith("odds_ratio[") & s.variant.map(_pooled)]
+    pooled = s[s.metric.str.startswith("odds_ratio[") & s.variant.map(_pooled).astype(bool)]
     panels = sorted(pooled.variant.unique())
     if cells.empty and not panels:
         return None, []
