@@ -32,7 +32,12 @@ from introspect.report.rasch import (
     fit_rasch_cml,
     sk_scores,
 )
-from introspect.tasks.selfknowledge.crossmodel import ability_items, self_vs_other, truth_item_ids
+from introspect.tasks.selfknowledge.crossmodel import (
+    ability_items,
+    ability_reading,
+    self_vs_other,
+    truth_item_ids,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         return _fail(f"--out {args.out} is a file; expected a folder")
     df = pd.concat([load_results(d) for d in args.dirs], ignore_index=True)
-    items = ability_items(df)
+    reading = ability_reading(df)
+    items = ability_items(df, reading)
     if items.empty:
         return _fail("no ability records in these folders; run --task ability --option "
                      "ability_items=<a multiple-choice file no self-knowledge task uses> on each model first")
@@ -88,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     corr = correlations(primary, sk_scores(df, notes))
     svo = self_vs_other(df)
     with pd.option_context("display.width", 200, "display.max_rows", 200, "display.max_colwidth", 60):
-        print(f"Rasch abilities ({args.level} items from the ability task; ±1.96 SE, centred):")
+        how = ("cloze: each option's text scored after the bare question, no letters" if reading == "cloze" else
+               "letter argmax at 'Answer:'; some records lack the cloze reading (run ability with --option cloze=true)")
+        print(f"Rasch abilities ({args.level} items from the ability task, graded by {how}; ±1.96 SE, centred):")
         print(abilities.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         for n in notes:
             print(f"warning: {n}")

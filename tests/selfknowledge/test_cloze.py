@@ -141,8 +141,8 @@ def _records(n: int = 12) -> pd.DataFrame:
 
 def test_summary_reports_cloze_accuracy_beside_the_letter_reading():
     """The letter accuracy of an always-"A" model is the share keyed A (modal-letter rate 1.0);
-    its cloze accuracy is what the option scores say (10 of 12), not that share, and the
-    comparison page's ability rows carry it beside the letter headline."""
+    its cloze accuracy is what the option scores say (10 of 12), not that share, and it heads the
+    comparison page's ability rows, the letter reading and its modal-letter rate beside it."""
     from introspect.report.compare import headline_table
 
     s = ability.summarize_ability(_records()).set_index("metric")
@@ -152,7 +152,10 @@ def test_summary_reports_cloze_accuracy_beside_the_letter_reading():
     assert s.loc["cloze_letter_agreement", "value"] == pytest.approx(4 / 12)  # cloze picks A on 4
     assert {"cloze_accuracy_sum", "cloze_accuracy_token"} <= set(s.index)
     h = headline_table(s.reset_index().assign(layer_idx=float("nan"), alpha=float("nan"), alpha_units=None))
-    assert list(h.metric[:3]) == ["accuracy", "modal_letter_rate", "cloze_accuracy"]
-    assert h.role.iloc[0] == "headline"  # the letter reading still heads the task
+    assert list(h.metric[:3]) == ["cloze_accuracy", "accuracy", "modal_letter_rate"]
+    assert h.role.iloc[0] == "headline"  # the letter-free reading heads the task
+    h0 = headline_table(ability.summarize_ability(_records().drop(columns=[c for c in _records() if "cloze" in c]))
+                        .assign(layer_idx=float("nan"), alpha=float("nan"), alpha_units=None))
+    assert h0.metric.iloc[0] == "accuracy"  # without a cloze reading the letter accuracy heads it
     plain = ability.summarize_ability(_records().drop(columns=[c for c in _records() if "cloze" in c]))
     assert not plain.metric.str.startswith("cloze").any()  # records without a cloze reading: no rows

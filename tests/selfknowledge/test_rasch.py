@@ -23,7 +23,12 @@ from introspect.report.rasch import (
     informative,
     sk_scores,
 )
-from introspect.tasks.selfknowledge.crossmodel import ability_items, self_vs_other, truth_item_ids
+from introspect.tasks.selfknowledge.crossmodel import (
+    ability_items,
+    ability_reading,
+    self_vs_other,
+    truth_item_ids,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from experiments import rasch as cli  # noqa: E402
@@ -185,6 +190,25 @@ def test_ability_items_are_independent_of_the_truths():
     items = ability_items(df)
     assert len(items) == 10 and set(items["y"]) <= {0.0, 1.0} and (items["task"] == "ability").all()
     assert truth_item_ids(df) == {f"q{i}" for i in range(5)}  # the game's questions, not the ability items
+
+
+def test_ability_items_read_cloze_only_when_every_record_has_it():
+    """Rasch grades are letter-free (cloze) where every ability record carries the cloze reading;
+    one record without it puts every model back on the letter grades (one instrument per fit)."""
+    recs = _ability_records("m1", 0.0, 1, 10) + _ability_records("m2", 0.0, 2, 10)
+    for i, r in enumerate(recs):
+        r.grade["cloze_correct"] = i % 3 == 0
+    df = _flat(recs)
+    assert ability_reading(df) == "cloze"
+    items = ability_items(df)
+    assert items["y"].tolist() == [float(i % 3 == 0) for i in range(20)]
+    letter = ability_items(df, "letter")
+    assert letter["y"].tolist() == [float(r.grade["correct"]) for r in recs]
+    del recs[-1].grade["cloze_correct"]
+    assert ability_reading(_flat(recs)) == "letter"
+    assert ability_items(_flat(recs))["y"].tolist() == [float(r.grade["correct"]) for r in recs]
+    with pytest.raises(ValueError, match="cloze' or 'letter"):
+        ability_items(df, "argmax")
 
 
 def test_sk_scores_never_average_feedback_and_no_feedback():

@@ -26,13 +26,32 @@ ITEM_COLUMNS = ["model_id", "item", "task", "y", "weight"]
 SVO_COLUMNS = ["task", "predictor", "behaviour", "self", "metric", "value", "lo", "hi", "n", "p"]
 
 
-def ability_items(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, item) of the ``ability`` task: ``y`` = 1 when the logit argmax was
-    the right letter (0/1, what conditional ML needs); ``item`` is the question id."""
+def ability_reading(df: pd.DataFrame) -> str:
+    """``cloze`` when every ``ability`` record carries a cloze reading (letter-free: each option's
+    text scored after the bare question), else ``letter`` (the argmax letter at "Answer:").
+
+    Why every record of every model: a Rasch fit over items graded one way for one model and the
+    other way for another would put two instruments on one scale. Why cloze first: at these
+    sizes the letter argmax reads the answer-letter prior (SmolLM2's modal letter rate 0.665 on
+    the 200 MMLU items), so its 0/1 grades are the items keyed to that letter."""
     a = df[df["task"] == "ability"] if len(df) else df
+    if not len(a):
+        return "letter"
+    return "cloze" if g(a, "cloze_correct").notna().all() else "letter"
+
+
+def ability_items(df: pd.DataFrame, reading: str | None = None) -> pd.DataFrame:
+    """One row per (model, item) of the ``ability`` task: ``y`` = 1 when the item was answered
+    right (0/1, what conditional ML needs) by ``reading`` (``ability_reading``'s choice by
+    default: cloze where every record has it, else the letter argmax); ``item`` is the question id."""
+    a = df[df["task"] == "ability"] if len(df) else df
+    reading = reading or ability_reading(df)
+    if reading not in ("cloze", "letter"):
+        raise ValueError(f"reading must be 'cloze' or 'letter', got {reading!r}")
+    key = "cloze_correct" if reading == "cloze" else "correct"
     rows = [{"model_id": m, "item": str(q), "task": "ability", "y": float(bool(ok)), "weight": 1.0,
              "topic": str(t or "all")}
-            for m, q, ok, t in zip(a["model_id"], g(a, "qid"), g(a, "correct", False), g(a, "topic", ""))
+            for m, q, ok, t in zip(a["model_id"], g(a, "qid"), g(a, key, False), g(a, "topic", ""))
             ] if len(a) else []
     out = pd.DataFrame(rows, columns=[*ITEM_COLUMNS, "topic"])
     return out.drop_duplicates(["model_id", "item"]).reset_index(drop=True)
