@@ -5,7 +5,8 @@
 
 Reads every ``*.jsonl`` under each RESULTS_DIR (model folders as ``experiments.run`` writes
 them), and writes one self-contained HTML page (plotly inline, opens offline) plus the tidy
-headline table as CSV beside it (``compare.csv``). A missing directory, or no records at all, is
+headline table as CSV beside it (``compare.csv``), and, where self-knowledge tasks of several
+models share items, self vs other (``self_vs_other.csv``; no ability records needed). A missing directory, or no records at all, is
 one ``error:`` line and exit 2, and nothing is written.
 """
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from introspect.report import load_headers, load_results, summarize
-    from introspect.report.compare import compare, render_compare, wide_table
+    from introspect.report.compare import compare, render_compare, self_other_table, wide_table
     from introspect.report.load import jsonl_files
     from introspect.report.metrics import atomic_write_text
 
@@ -89,17 +90,25 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    comp = compare(summarize(trials.reset_index(drop=True)), headers)
+    trials = trials.reset_index(drop=True)
+    comp = compare(summarize(trials), headers, trials)
     out = args.out or default_out(args.dirs)
     title = args.title or "; ".join(pairs)
     html = render_compare(comp, title=title, source=", ".join(map(str, args.dirs)))
     csv_path = out.with_suffix(".csv")
     atomic_write_text(csv_path, comp.headline.to_csv(index=False))
+    svo = self_other_table(comp)
+    if not svo.empty:
+        atomic_write_text(out.with_name("self_vs_other.csv"), comp.self_other.to_csv(index=False))
     atomic_write_text(out, html)
     table = wide_table(comp)
     with pd.option_context("display.max_colwidth", 60, "display.width", 200):
         print(table.to_string(index=False) if not table.empty else "(no task metrics)")
-    print(f"wrote {out} and {csv_path} ({len(comp.models)} models)")
+        if not svo.empty:
+            print("\nself vs other (own AUROC; own minus the other models' on shared items):")
+            print(svo.to_string(index=False))
+    also = f", {out.with_name('self_vs_other.csv')}" if not svo.empty else ""
+    print(f"wrote {out} and {csv_path}{also} ({len(comp.models)} models)")
     return 0
 
 

@@ -265,6 +265,24 @@ def test_rasch_cli_tables_files_and_errors(tmp_path, capsys):
     assert not (tmp_path / "m1" / "rasch_abilities.csv").exists()  # nothing half-written
 
 
+def test_compare_cli_shows_self_vs_other_without_ability_records(tmp_path, capsys):
+    """Two models that each know their own errors, no ability task: experiments.compare writes
+    self vs other (page, CSV, printed) where experiments.rasch refuses for want of abilities."""
+    from experiments import compare as compare_cli
+
+    for model, skill, seed in (("m1", 0.8, 1), ("m2", 0.2, 2)):
+        _write(tmp_path / "res", model, _delegate_records(model, skill, seed, 80))
+    assert cli.main([str(tmp_path / "res")]) == 2 and "no ability records" in capsys.readouterr().err
+    assert compare_cli.main([str(tmp_path / "res")]) == 0
+    text = capsys.readouterr().out
+    assert "self vs other" in text and "self_vs_other.csv" in text
+    svo = pd.read_csv(tmp_path / "res" / "self_vs_other.csv")
+    diff = svo[svo.metric == "self_minus_other"].set_index("predictor")
+    assert (diff["lo"] > 0).all()  # as crossmodel.self_vs_other finds on these records
+    html = (tmp_path / "res" / "compare.html").read_text()
+    assert 'id="self-other"' in html and "self − other (AUROC)" in html
+
+
 def test_ability_task_answers_an_independent_file(tiny_model, tmp_path):
     import introspect as I
     from introspect.tasks import get_task

@@ -84,6 +84,7 @@ class Comparison:
     models: tuple[str, ...]
     notes: tuple[str, ...] = ()  # why a figure is missing from the headlines (one-class truths)
     figures: tuple = ()  # 003's Delegate Game figures: (id, title, figure, notes), report.sk_figures
+    self_other: pd.DataFrame | None = None  # crossmodel.self_vs_other's rows, when records were given
 
 
 # ---------------------------------------------------------------- model cards
@@ -205,8 +206,10 @@ def seb_mean_rows(summary: pd.DataFrame) -> tuple[list[dict], list[str]]:
     return rows, notes
 
 
-def compare(summary: pd.DataFrame, headers: pd.DataFrame) -> Comparison:
-    """The comparison of every model in a ``summarize`` table and its run headers."""
+def compare(summary: pd.DataFrame, headers: pd.DataFrame, records: pd.DataFrame | None = None) -> Comparison:
+    """The comparison of every model in a ``summarize`` table and its run headers; with the
+    ``records`` themselves, also self vs other (each model's predictions scored on every other
+    model's behaviour on shared items: ``tasks.selfknowledge.crossmodel.self_vs_other``)."""
     headline = headline_table(summary)
     seb_rows, seb_notes = seb_mean_rows(summary)
     if seb_rows:
@@ -220,8 +223,28 @@ def compare(summary: pd.DataFrame, headers: pd.DataFrame) -> Comparison:
     notes = (*one_class_notes(summary), *seb_notes,
              *(["seb_mean_accuracy is 002's self-execution score (chance 0.5): the unweighted mean of the "
                 "three tests' logit accuracies, without an interval (read each test's beside it)"] if seb_rows else []))
+    svo = None
+    if records is not None and len(records):
+        from introspect.tasks.selfknowledge.crossmodel import self_vs_other
+
+        svo = self_vs_other(records)
     return Comparison(cards.reset_index(drop=True), headline, order, notes,
-                      tuple(delegate_figures(summary, list(order))))
+                      tuple(delegate_figures(summary, list(order))), svo)
+
+
+def self_other_table(comp: Comparison) -> pd.DataFrame:
+    """Per task and predicting model: its AUROC on its own behaviour, and own minus others' (with
+    the jackknife interval over items) where more than one model answered the same items."""
+    s = comp.self_other
+    if s is None or s.empty:
+        return pd.DataFrame(columns=["task", "predictor", "metric", "value"])
+    keep = s[(s["metric"] == "self_minus_other") | ((s["metric"] == "auroc") & s["self"])]
+    rows = [{"task": r.task, "predictor": r.predictor,
+             "metric": "own AUROC" if r.metric == "auroc" else "self − other (AUROC)",
+             "value": cell_text(pd.Series({"value": r.value, "lo": r.lo, "hi": r.hi, "n": r.n, "layer_idx": np.nan,
+                                           "alpha": np.nan, "metric": r.metric, "role": "", "n_cells": 1}))}
+            for r in keep.itertuples() if np.isfinite(r.value)]
+    return pd.DataFrame(rows, columns=["task", "predictor", "metric", "value"])
 
 
 def _fmt(v: float) -> str:
@@ -331,6 +354,14 @@ def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
                     config={"displaylogo": False, "responsive": True})
         + "".join(f'<p class="note">{_esc(n)}</p>' for n in fnotes) + "</section>"
         for key, head, f, fnotes in comp.figures)
+    svo = self_other_table(comp)
+    svo_html = ("" if svo.empty else '<section class="card" id="self-other"><h2>Self vs other</h2>'
+                '<p class="caption">Does a model predict its <em>own</em> errors better than other models\' '
+                "on the same items? Its predictions scored against its own behaviour (own AUROC), and "
+                "own minus its mean AUROC on the other models' behaviour, on the items all of them "
+                "answered (jackknife-over-items t interval). Above 0: knowledge of one's own errors, "
+                "not only of which items are hard.</p>" + _table(svo.values.tolist(), list(svo.columns))
+                + "</section>")
     n_figs = (1 if fig else 0) + len(comp.figures)
     steer = (comp.headline["role"] == "steering").any()
     steer_note = ("Steering-check rows (metrics named steer*) are read in the same cell."
@@ -363,6 +394,7 @@ dequantized to float carries the rounding error into every activation.</p>{cards
 are read in the same cell.</p>{table}{notes}</section>
 {f'<section class="card" id="fig-0"><h2>Headline estimates with 95% CIs</h2>{fig_html}</section>' if fig else ""}
 {sk}
+{svo_html}
 <pre id="js-errors" hidden></pre>
 </main>
 <script>{_COUNT_PLOTS}</script>
