@@ -24,13 +24,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
+from experiments.train_cli import Parser, check_out, lora_layer, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     from introspect.train.loop import TrainConfig
 
     d = TrainConfig(layer=0)
-    ap = _Parser(prog="python -m experiments.train_aware", description=__doc__,
+    ap = Parser(prog="python -m experiments.train_aware", description=__doc__,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     a = ap.add_argument
     a("--model", default=None, help="registry name, hub id or local model (default smollm2-135m-instruct)")
@@ -91,54 +86,22 @@ def _config(args: argparse.Namespace, layer: int):
                        gates=not args.no_gates)
 
 
-def _check_out(out: Path, cfg) -> bool:
-    """True if OUT already holds this exact adapter; raises on a directory we must not touch."""
-    from introspect.train.data import TrainDataError
-    from introspect.train.loop import CHECKPOINT
-    from introspect.train.lora import META_FILE
-
-    if out.exists() and not out.is_dir():
-        raise TrainDataError(f"--out {out} is a file, not a directory")
-    if not out.is_dir() or not any(out.iterdir()):
-        return False
-    if (out / META_FILE).is_file():
-        from introspect.train.loop import word_files, word_files_changed
-
-        meta = json.loads((out / META_FILE).read_text())
-        from introspect.train.loop import same_config
-
-        if not same_config(meta.get("training"), cfg):
-            raise TrainDataError(f"{out} holds an adapter trained with another config; use a new --out")
-        if why := word_files_changed(meta.get("word_files"), word_files(cfg)):
-            raise TrainDataError(f"{out} holds an adapter trained from {why}")
-        return True
-    if not (out / CHECKPOINT).is_file() and not (out / "words_train.yaml").is_file():
-        raise TrainDataError(f"--out {out} exists and is not an adapter directory; use a new --out")
-    return False
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from experiments.settings import USER_ERRORS, quiet_hf
 
-    if args.no_progress or not sys.stderr.isatty():
-        quiet_hf()
-    try:
+    def body() -> int:
         _config(args, 0)  # numbers checked before the (slow) model load
         from introspect.engine.load.models import DEFAULT_MODEL, load_model
         from introspect.tasks.runner import model_slug
-        from introspect.train.data import TrainDataError
+        from introspect.train.loop import word_files, word_files_changed
 
         name = args.model or DEFAULT_MODEL
         model = load_model(name)
-        n = int(model.cfg.n_layers)
-        layer = args.layer if args.layer is not None else min(round(2 * n / 3), n - 2)
-        if not 0 <= layer < n - 1:
-            raise TrainDataError(f"--layer {layer} out of range; this model has layers 0..{n - 1} "
-                                 "and LoRA needs at least one block after the injection")
+        layer = lora_layer(model, args.layer)
         cfg = _config(args, layer)
         out = args.out or Path("adapters") / f"{model_slug(name)}-L{layer}"
-        if _check_out(out, cfg):
+        if check_out(out, cfg, marker="words_train.yaml", what="an adapter",
+                     also=lambda meta: word_files_changed(meta.get("word_files"), word_files(cfg))):
             print(f"{out} already holds this adapter (same config); nothing to do")
             return 0
         from introspect.train.loop import train
@@ -152,14 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"adapter: {out}\nevaluate: python -m experiments.run --task A --adapter {out} --layers {layer} "
               f"--alpha-units resid --alphas {sum(cfg.strength) / 2:g} --words-file {out}/words_heldout.yaml")
         return 0
-    except KeyboardInterrupt:
-        print("interrupted; rerun the same command to resume from the last checkpoint", file=sys.stderr)
-        return 130
-    except Exception as e:
-        if args.debug or not isinstance(e, USER_ERRORS):
-            raise
-        print(f"error: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
-        return 2
+
+    return run(args, body)
 
 
 def _gates_line(g: dict) -> str:

@@ -22,20 +22,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
+from experiments.train_cli import Parser, check_out, lora_layer, run
 
 
 def build_parser() -> argparse.ArgumentParser:
     from introspect.train.selfknow_data import SelfKnowConfig
 
     d = SelfKnowConfig(layer=0)
-    ap = _Parser(prog="python -m experiments.train_selfknow", description=__doc__,
+    ap = Parser(prog="python -m experiments.train_selfknow", description=__doc__,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     a = ap.add_argument
     a("--model", default=None, help="registry name, hub id or local model (default smollm2-135m-instruct)")
@@ -78,51 +73,23 @@ def _config(args: argparse.Namespace, layer: int):
                           checkpoint_every=args.checkpoint_every, train_words_file=args.train_words_file)
 
 
-def _check_out(out: Path, cfg) -> bool:
-    """True if OUT already holds this exact adapter; raises on a directory we must not touch."""
-    from introspect.train.data import TrainDataError
-    from introspect.train.loop import CHECKPOINT
-    from introspect.train.lora import META_FILE
-    from introspect.train.selfknow import TRUTH
-    from introspect.train.selfknow_data import same_config
-
-    if out.exists() and not out.is_dir():
-        raise TrainDataError(f"--out {out} is a file, not a directory")
-    if not out.is_dir() or not any(out.iterdir()):
-        return False
-    if (out / META_FILE).is_file():
-        if not same_config(json.loads((out / META_FILE).read_text()).get("training"), cfg):
-            raise TrainDataError(f"{out} holds an adapter trained with another config; use a new --out")
-        return True
-    if not (out / CHECKPOINT).is_file() and not (out / TRUTH).is_file():
-        raise TrainDataError(f"--out {out} exists and is not a self-knowledge adapter directory; use a new --out")
-    return False
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from experiments.settings import USER_ERRORS, quiet_hf
 
-    if args.no_progress or not sys.stderr.isatty():
-        quiet_hf()
-    try:
+    def body() -> int:
         _config(args, 0)  # numbers checked before the (slow) model load
         from introspect.engine.load.models import DEFAULT_MODEL, load_model
         from introspect.tasks.runner import model_slug
         from introspect.train.data import TrainDataError
+        from introspect.train.selfknow import TRUTH
 
         name = args.model or DEFAULT_MODEL
         out = args.out or Path("adapters") / f"{model_slug(name)}-sk{'-shuffled' if args.shuffle else ''}"
         if out.exists() and not out.is_dir():
             raise TrainDataError(f"--out {out} is a file, not a directory")
         model = load_model(name)
-        n = int(model.cfg.n_layers)
-        layer = args.layer if args.layer is not None else min(round(2 * n / 3), n - 2)
-        if not 0 <= layer < n - 1:
-            raise TrainDataError(f"--layer {layer} out of range; this model has layers 0..{n - 1} "
-                                 "and LoRA needs at least one block after it")
-        cfg = _config(args, layer)
-        if _check_out(out, cfg):
+        cfg = _config(args, lora_layer(model, args.layer))
+        if check_out(out, cfg, marker=TRUTH, what="a self-knowledge adapter"):
             print(f"{out} already holds this adapter (same config); nothing to do")
             return 0
         from introspect.train.selfknow import train
@@ -132,14 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"adapter: {out}\nevaluate: {summary['evaluate']}\n"
               f"base model on the same items: {summary['evaluate'].replace(f'--adapter {out}', f'--model {name}')}")
         return 0
-    except KeyboardInterrupt:
-        print("interrupted; rerun the same command to resume from the last checkpoint", file=sys.stderr)
-        return 130
-    except Exception as e:
-        if args.debug or not isinstance(e, USER_ERRORS):
-            raise
-        print(f"error: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
-        return 2
+
+    return run(args, body)
 
 
 if __name__ == "__main__":

@@ -87,15 +87,35 @@ class TrainConfig:
             raise D.TrainDataError(bad[0])
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(asdict(self)))
+        return as_record(self)
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> TrainConfig:
-        names = {f.name for f in fields(TrainConfig)}
-        kw = {k: v for k, v in d.items() if k in names}
-        for k in ("strength", "phrasings"):
-            if k in kw:
-                kw[k] = tuple(kw[k])
-        if "mix" in kw:
-            kw["mix"] = tuple((str(a), float(b)) for a, b in kw["mix"])
-        return TrainConfig(**kw)
+        return from_record(TrainConfig, d)
+
+
+# ---------------------------------------------------------------- any frozen config as a JSON record
+
+
+def as_record(cfg: Any) -> dict[str, Any]:
+    """A frozen config dataclass as the JSON-safe dict its metadata and checkpoints record."""
+    return json.loads(json.dumps(asdict(cfg)))
+
+
+def _tupled(v: Any) -> Any:
+    return tuple(_tupled(x) for x in v) if isinstance(v, list) else v
+
+
+def from_record(cls: type, d: dict[str, Any]) -> Any:
+    """``cls`` back from its record: unknown keys dropped, fields added since read as their defaults,
+    JSON lists turned back into the tuples a frozen dataclass holds."""
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: _tupled(v) for k, v in d.items() if k in names})
+
+
+def same_record(old: dict[str, Any] | None, cfg: Any) -> bool:
+    """Whether a recorded config is ``cfg`` (another config is another adapter: a resume refuses it)."""
+    try:
+        return old is not None and as_record(from_record(type(cfg), old)) == as_record(cfg)
+    except (TypeError, ValueError):
+        return False

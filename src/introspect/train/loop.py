@@ -17,6 +17,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from introspect.train import data as D
 from introspect.train import lora
 from introspect.train import replay as R
 from introspect.train import split as S
-from introspect.train.config import TrainConfig  # noqa: F401  (re-exported)
+from introspect.train.config import TrainConfig, same_record  # noqa: F401  (TrainConfig re-exported)
 from introspect.train.gates import adapter_off, damage_gates
 from introspect.train.plan import Plan, prepare, spec_for  # noqa: F401  (the loop's inputs; tests use them from here)
 
@@ -217,10 +218,7 @@ def _words_yaml(targets: list[str], baseline: list[str], note: str, split: S.Spl
 
 def same_config(old: dict[str, Any] | None, cfg: TrainConfig) -> bool:
     """Whether a recorded config is ``cfg``, fields added since it was written read as their defaults."""
-    try:
-        return old is not None and TrainConfig.from_dict(old).to_dict() == cfg.to_dict()
-    except (TypeError, ValueError):
-        return False
+    return same_record(old, cfg)
 
 
 def word_files(cfg: TrainConfig) -> dict[str, str]:
@@ -256,6 +254,69 @@ def check_resume(ckpt: dict[str, Any], where: Path, hashes: dict[str, str], spli
                                "original word files, prompts and model")
 
 
+# ---------------------------------------------------------------- the steps (any adapter)
+@dataclass(frozen=True)
+class Steps:
+    """What ``run_steps`` did: the step it resumed from and what its steps cost."""
+
+    start: int
+    seconds: float
+    cpu_seconds: float
+
+    def summary(self, cfg: Any, stats: StepStats) -> dict[str, Any]:
+        n = max(cfg.steps - self.start, 1)
+        return {"steps": cfg.steps, "steps_this_run": cfg.steps - self.start, "seconds_train": round(self.seconds, 1),
+                "seconds_per_step": round(self.seconds / n, 3),
+                # CPU seconds of all threads per step: on a busy machine, what the step costs without the wait
+                "cpu_seconds_per_step": round(self.cpu_seconds / n, 3), "threads": torch.get_num_threads(),
+                "peak_rss_mib": round(peak_rss_mib(), 1),
+                "loss_first": stats.log[0]["loss"] if stats.log else None,
+                "loss_last": stats.log[-1]["loss"] if stats.log else None}
+
+
+def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | None, ckpt_path: Path, *,
+              loss_at: Callable[[int], tuple[torch.Tensor, dict[str, float]]], saved: dict[str, Any],
+              progress: bool = True) -> Steps:
+    """Attach the LoRA (restored from ``ckpt``) and run steps up to ``cfg.steps``: ``lr_at``'s
+    schedule, clipped AdamW, a log line per step, an atomic checkpoint every ``checkpoint_every``
+    steps holding ``saved`` beside the adapter, optimiser, log and config; the log is written last.
+
+    Why shared: the detection and self-knowledge adapters differ in their rows and loss
+    (``loss_at(step)``), not in how a step is taken, saved or resumed.
+    """
+    from tqdm.auto import tqdm
+
+    params = lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha, seed=cfg.seed)
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    start = 0
+    if ckpt is not None:
+        lora.load_adapter_state(model, ckpt["adapter"])
+        opt.load_state_dict(ckpt["optim"])
+        start, stats.log = int(ckpt["step"]), list(ckpt["log"])
+    bar = tqdm(total=cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True,
+               file=sys.stderr, disable=not progress)
+    loop_t0, cpu_t0 = time.perf_counter(), time.process_time()
+    for step in range(start, cfg.steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(cfg, step)
+        loss, parts = loss_at(step)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        stats.log.append({"step": step + 1, "loss": round(loss.item(), 5),
+                          **{f"loss_{k}": round(v, 5) for k, v in parts.items()}})
+        bar.set_postfix(loss=f"{stats.log[-1]['loss']:.3f}", refresh=False)
+        bar.update(1)
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+            _atomic_save({"step": step + 1, "adapter": lora.adapter_state(model), "optim": opt.state_dict(),
+                          "log": stats.log, "config": cfg.to_dict(), **saved}, ckpt_path)
+    bar.close()
+    done = Steps(start, time.perf_counter() - loop_t0, time.process_time() - cpu_t0)
+    _atomic_text(ckpt_path.parent / LOG, "".join(json.dumps(r) + "\n" for r in stats.log))
+    return done
+
+
 def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = True,
           stats: StepStats | None = None, model_name: str | None = None) -> dict[str, Any]:
     """Train (or resume) an adapter into ``out``; returns a summary (losses, seconds, memory).
@@ -266,8 +327,6 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     concept split differs from the one this run makes (one line: what differs, what would be right). The finished adapter, its hash, the base model's fingerprint and
     the config are saved into ``out`` (``introspect_adapter.json`` written last).
     """
-    from tqdm.auto import tqdm
-
     out = Path(out)
     info = model_info(model)
     hashes = word_files(cfg)
@@ -286,13 +345,6 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     assert plan.split is not None
     if ckpt is not None:
         check_resume(ckpt, ckpt_path, hashes, plan.split)
-    params = lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha, seed=cfg.seed)
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
-    start = 0
-    if ckpt is not None:
-        lora.load_adapter_state(model, ckpt["adapter"])
-        opt.load_state_dict(ckpt["optim"])
-        start, stats.log = int(ckpt["step"]), list(ckpt["log"])
     out.mkdir(parents=True, exist_ok=True)
     note = (f"adapter training split ({cfg.split} rule" + (f", max cos {cfg.max_cos:g}" if cfg.split == "meaning" else "")
             + f", seed {cfg.seed}, layer {cfg.layer}) for {info.name}; baseline as concepts/words.yaml")
@@ -302,47 +354,24 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     _atomic_text(out / S.SPLIT_FILE, json.dumps({**plan.split.to_dict(), "word_files": hashes, "layer": cfg.layer,
                                                   "seed": cfg.seed}, indent=2) + "\n")
     prep_s = time.perf_counter() - t0
-    bar = tqdm(total=cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True,
-               file=sys.stderr, disable=not progress)
-    loop_t0, cpu_t0 = time.perf_counter(), time.process_time()
-    for step in range(start, cfg.steps):
+
+    def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
         rows = D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
                                phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
                                replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix,
                                siblings=plan.siblings, questions=plan.questions,
                                replay_steered=cfg.replay_steered)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(cfg, step)
-        loss, parts = step_loss(model, plan, cfg, rows, stats=stats)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        stats.log.append({"step": step + 1, "loss": round(loss.item(), 5),
-                          **{f"loss_{k}": round(v, 5) for k, v in parts.items()}})
-        bar.set_postfix(loss=f"{stats.log[-1]['loss']:.3f}", refresh=False)
-        bar.update(1)
-        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
-            _atomic_save({"step": step + 1, "adapter": lora.adapter_state(model), "optim": opt.state_dict(),
-                          "log": stats.log, "config": cfg.to_dict(), "base_fingerprint": base_fp,
-                          "replay": [r.to_json() for r in plan.replay],
-                          "replay_heldout": [r.to_json() for r in plan.replay_heldout],
-                          "split": plan.split.identity(), "word_files": hashes}, ckpt_path)
-    bar.close()
-    loop_s, cpu_s = time.perf_counter() - loop_t0, time.process_time() - cpu_t0
-    _atomic_text(out / LOG, "".join(json.dumps(r) + "\n" for r in stats.log))
+        return step_loss(model, plan, cfg, rows, stats=stats)
+
+    steps = run_steps(model, cfg, stats, ckpt, ckpt_path, loss_at=loss_at, progress=progress,
+                      saved={"base_fingerprint": base_fp, "replay": [r.to_json() for r in plan.replay],
+                             "replay_heldout": [r.to_json() for r in plan.replay_heldout],
+                             "split": plan.split.identity(), "word_files": hashes})
     _atomic_text(out / REPLAY, json.dumps({"trained": [r.to_json() for r in plan.replay],
                                            "heldout": [r.to_json() for r in plan.replay_heldout]}) + "\n")
     t_gates = time.perf_counter()
     gates = damage_gates(model, plan, cfg) if cfg.gates else None
-    summary = {"steps": cfg.steps, "steps_this_run": cfg.steps - start, "seconds_prepare": round(prep_s, 1),
-               "seconds_train": round(loop_s, 1),
-               "seconds_per_step": round(loop_s / max(cfg.steps - start, 1), 3),
-               # CPU seconds of all threads per step: on a busy machine, what the step costs without the wait
-               "cpu_seconds_per_step": round(cpu_s / max(cfg.steps - start, 1), 3), "threads": torch.get_num_threads(),
-               "peak_rss_mib": round(peak_rss_mib(), 1),
-               "loss_first": stats.log[0]["loss"] if stats.log else None,
-               "loss_last": stats.log[-1]["loss"] if stats.log else None,
+    summary = {**steps.summary(cfg, stats), "seconds_prepare": round(prep_s, 1),
                "n_train_concepts": len(plan.train), "n_heldout_concepts": len(plan.heldout),
                "split": cfg.split, "n_dropped_concepts": len(plan.split.dropped),
                "n_replay": len(plan.replay), "n_replay_heldout": len(plan.replay_heldout),

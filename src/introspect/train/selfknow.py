@@ -12,14 +12,13 @@ training items and to neutral questions, learned as its distributions by KL) kee
 close to the base model's.
 
 Why the loop of ``train.loop``: its loss (``group_loss``: a step's game rows share their phase 1,
-run once without gradient), its schedule, its atomic checkpoints. A run is resumable (rerun the
-same call) and refuses a checkpoint made with another config or on other weights.
+run once without gradient) and its steps (``run_steps``: schedule, atomic checkpoints). A run is
+resumable (rerun the same call) and refuses a checkpoint made with another config or weights.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,14 +33,11 @@ from introspect.train import selfknow_data as K
 from introspect.train.gates import adapter_off
 from introspect.train.loop import (
     CHECKPOINT,
-    LOG,
     StepStats,
-    _atomic_save,
     _atomic_text,
     group_loss,
     loadable_name,
-    lr_at,
-    peak_rss_mib,
+    run_steps,
 )
 
 TRUTH = "truth.json"  # every item: split, the base model's answer and grade, what it was trained to do
@@ -177,8 +173,6 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
     adapter (``load_model(name, adapter=out)``), its metadata holding the config, the split, the
     truth's ids, the shuffle seed and the check (``introspect_adapter.json`` written last).
     """
-    from tqdm.auto import tqdm
-
     out = Path(out)
     info = model_info(model)
     ckpt_path = out / CHECKPOINT
@@ -200,48 +194,20 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
     _atomic_text(out / ITEMS_TRAIN, K.items_csv(pool.train))
     _atomic_text(out / ITEMS_HELDOUT, K.items_csv(pool.heldout))
     _atomic_text(out / TRUTH, _truth_json(pool, labels, cfg))
-    params = lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha, seed=cfg.seed)
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
-    start = 0
-    if ckpt is not None:
-        lora.load_adapter_state(model, ckpt["adapter"])
-        opt.load_state_dict(ckpt["optim"])
-        start, stats.log = int(ckpt["step"]), list(ckpt["log"])
     prep_s = time.perf_counter() - t0
-    bar = tqdm(total=cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True, file=sys.stderr,
-               disable=not progress)
-    loop_t0, cpu_t0 = time.perf_counter(), time.process_time()
-    for step in range(start, cfg.steps):
+
+    def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
         game, rep = step_encoded(ctx, cfg, pool, labels, replay, step, t_ids)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(cfg, step)  # reads lr, warmup and steps only
-        loss, parts = step_loss(ctx, cfg, game, rep, stats)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        stats.log.append({"step": step + 1, "loss": round(loss.item(), 5),
-                          **{f"loss_{k}": round(v, 5) for k, v in parts.items()}})
-        bar.set_postfix(loss=f"{stats.log[-1]['loss']:.3f}", refresh=False)
-        bar.update(1)
-        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
-            _atomic_save({"kind": "selfknow", "step": step + 1, "adapter": lora.adapter_state(model),
-                          "optim": opt.state_dict(), "log": stats.log, "config": cfg.to_dict(),
-                          "base_fingerprint": info.fingerprint, "pool": pool.to_json(),
-                          "replay": [r.to_json() for r in neutral]}, ckpt_path)
-    bar.close()
-    loop_s, cpu_s = time.perf_counter() - loop_t0, time.process_time() - cpu_t0
-    _atomic_text(out / LOG, "".join(json.dumps(r) + "\n" for r in stats.log))
+        return step_loss(ctx, cfg, game, rep, stats)
+
+    steps = run_steps(model, cfg, stats, ckpt, ckpt_path, loss_at=loss_at, progress=progress,
+                      saved={"kind": "selfknow", "base_fingerprint": info.fingerprint, "pool": pool.to_json(),
+                             "replay": [r.to_json() for r in neutral]})
     t_check = time.perf_counter()
     checked = check(ctx, cfg, pool, labels) if cfg.check else None
-    n_steps = max(cfg.steps - start, 1)
     truth_agrees = sum(lab == (not i.correct) for lab, i in zip(labels, pool.train)) / len(labels)
-    summary = {"kind": "selfknow", "control": cfg.shuffle, "steps": cfg.steps, "steps_this_run": cfg.steps - start,
-               "seconds_prepare": round(prep_s, 1), "seconds_train": round(loop_s, 1),
-               "seconds_per_step": round(loop_s / n_steps, 3), "cpu_seconds_per_step": round(cpu_s / n_steps, 3),
-               "threads": torch.get_num_threads(), "peak_rss_mib": round(peak_rss_mib(), 1),
-               "loss_first": stats.log[0]["loss"] if stats.log else None,
-               "loss_last": stats.log[-1]["loss"] if stats.log else None,
+    summary = {"kind": "selfknow", "control": cfg.shuffle, **steps.summary(cfg, stats),
+               "seconds_prepare": round(prep_s, 1),
                "knobs": pool.knobs, "n_train": len(pool.train), "n_heldout": len(pool.heldout),
                "base_accuracy_train": round(sum(i.correct for i in pool.train) / len(pool.train), 4),
                "base_accuracy_heldout": round(sum(i.correct for i in pool.heldout) / len(pool.heldout), 4),

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from introspect.data import ShortQuestion
@@ -27,6 +26,7 @@ from introspect.tasks.selfknowledge import delegate as G
 from introspect.tasks.selfknowledge import pool as P
 from introspect.tasks.selfknowledge.common import greedy, letter_ids, prompt_format, rendered
 from introspect.tasks.selfknowledge.shortanswer import grade_replies
+from introspect.train.config import as_record, from_record, same_record
 from introspect.train.data import TrainDataError
 
 NAMESPACE = "selfknow"  # the pool's item ids and draw: never the task's own "delegate" items
@@ -89,23 +89,16 @@ class SelfKnowConfig:
             raise TrainDataError(bad[0])
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(asdict(self)))
+        return as_record(self)
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> SelfKnowConfig:
-        names = {f.name for f in fields(SelfKnowConfig)}
-        kw = {k: v for k, v in d.items() if k in names}
-        if "teammate_accuracy" in kw:
-            kw["teammate_accuracy"] = tuple(float(a) for a in kw["teammate_accuracy"])
-        return SelfKnowConfig(**kw)
+        return from_record(SelfKnowConfig, d)
 
 
 def same_config(old: dict[str, Any] | None, cfg: SelfKnowConfig) -> bool:
     """Whether a recorded config is ``cfg`` (fields added since read as their defaults)."""
-    try:
-        return old is not None and SelfKnowConfig.from_dict(old).to_dict() == cfg.to_dict()
-    except (TypeError, ValueError):
-        return False
+    return same_record(old, cfg)
 
 
 # ---------------------------------------------------------------- items and the truth
