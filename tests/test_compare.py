@@ -133,7 +133,8 @@ def test_model_cards_from_headers():
 
 def test_seb_mean_is_002s_score_only_with_all_three_tests():
     """002's self-execution score: the mean of the three logit accuracies, for a model with all three
-    (m1); none for a model whose restriction truth is one class (m2) or that lacks a test (m3)."""
+    (m1); none for a model whose restriction truth is one class (m2, with a note saying why) or that
+    did not run all three (m3)."""
     parts = [("seb-association", "logit_accuracy", 0.6), ("seb-restriction", "logit_accuracy", 0.8),
              ("seb-difficulty", "logit_pair_accuracy", 0.4)]
     rows = [(m, t, None, NAN, "unit", "v", metric, "", val, val - 0.1, val + 0.1, 30)
@@ -146,7 +147,7 @@ def test_seb_mean_is_002s_score_only_with_all_three_tests():
     assert mean["lo"].isna().all() and mean["n"].iloc[0] == 3  # no interval: the parts carry theirs
     notes = " ".join(comp.notes)
     assert "m2: no 002 score" in notes and "seb-restriction has no logit_accuracy" in notes
-    assert "m3: no 002 score" in notes and "seb-difficulty not run" in notes
+    assert "m3" not in notes  # a test not run is plain from the table: no note
     assert "seb-mean" in set(wide_table(comp)["task"])
 
 

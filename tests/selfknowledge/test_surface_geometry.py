@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from introspect.data import arithmetic_mc
 from introspect.tasks.selfknowledge.game_metrics import summarize_delegate
@@ -99,3 +100,77 @@ def test_an_oracle_still_shows_signal_beyond_the_surface():
     assert oracle.loc[LR, "value"] < 0.01
     assert oracle.loc["p_delegate_auroc", "lo"] > 0.5
     assert oracle.loc["p_delegate_auroc", "value"] > oracle.loc["surface_auroc", "hi"]
+
+
+# ---------------------------------------------------------------- the expression's features
+
+
+def expression_records(kind: str, seed: int = 0, arith: bool = True) -> pd.DataFrame:
+    """Free-text one-digit sums and differences (one knob setting: constant length). ``expression``
+    errs on negative results and on sums past 10 and delegates there; ``oracle`` errs by a hidden
+    difficulty and delegates by it."""
+    from introspect.data import arithmetic_short
+
+    qs = arithmetic_short(N, seed, digits=1, terms=2, ops="+-")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in qs:
+        feats = surface(q)
+        value = int(q.answer)
+        if kind == "oracle":
+            p_wrong = 1 / (1 + np.exp(-rng.normal(0, 1.5)))
+        else:
+            p_wrong = 0.8 if (value < 0 or value >= 10) else 0.15
+        ok = bool(rng.random() >= p_wrong)
+        p_t = float(np.clip(p_wrong + rng.normal(0, 0.05), 0.01, 0.99))  # its reading of the expression, noisy
+        deleg = bool(rng.random() < p_t)
+        if not arith:
+            feats = {k: (None if k.startswith("arith_") else v) for k, v in feats.items()}
+        rows.append({"model_id": "m", "task": "delegate", "variant": "arith:teammate=0.5", "condition": "clean",
+                     "word": q.id, **{f"grade.{k}": v for k, v in feats.items()},
+                     "grade.qid": q.id, "grade.answer": q.answer, "grade.baseline_correct": ok,
+                     "grade.delegated": deleg, "grade.game_correct": ok and not deleg, "grade.teammate_accuracy": 0.5,
+                     "grade.team_correct": ok, "grade.team_expected": float(ok), "grade.p_delegate": p_t,
+                     "grade.game_parse_ok": True, "grade.delegated_text": deleg})
+    return pd.DataFrame(rows)
+
+
+def _read_expr(kind: str, arith: bool = True) -> pd.DataFrame:
+    s = summarize_delegate(expression_records(kind, arith=arith))
+    return s[s.variant == "arith:teammate=0.5"].set_index("metric")
+
+
+def test_arithmetic_features_of_an_expression():
+    from introspect.tasks.selfknowledge.surface import arithmetic_features
+
+    f = arithmetic_features("What is 23 + 58 - 90?")
+    assert f["arith_negative"] == 1.0 and f["arith_minus"] == 1.0 and f["arith_times"] == 0.0
+    assert f["arith_result_log"] == pytest.approx(np.log10(10)) and f["arith_operand_log"] == pytest.approx(np.log10(91))
+    assert arithmetic_features("What is 2 * 3 + 4?")["arith_times"] == 1.0
+    assert arithmetic_features("What is -3 + 5?")["arith_negative"] == 0.0  # -3 + 5 = 2
+    assert set(arithmetic_features("Who wrote Hamlet?").values()) == {None}
+
+
+def test_an_expression_reading_delegator_is_not_an_introspector():
+    """Within one knob setting the length is constant, so without the expression's features the
+    surface baseline is blind (no control, no test) and a delegator that reads "negative or past
+    10" passes as an introspector; with them, own error adds nothing, while a planted oracle
+    still does."""
+    with_arith, without = _read_expr("expression"), _read_expr("expression", arith=False)
+    assert with_arith.loc["p_delegate_auroc", "lo"] > 0.5
+    assert with_arith.loc["surface_auroc", "lo"] > 0.6 and without.loc["surface_auroc", "value"] == 0.5
+    assert with_arith.loc[LR, "value"] > 0.05
+    assert LR not in without.index  # nothing to hold fixed: P(T) AUROC alone would read as self-knowledge
+    oracle = _read_expr("oracle")
+    assert oracle.loc[LR, "value"] < 0.01 and oracle.loc["p_delegate_auroc", "lo"] > 0.5
+
+
+def test_p_t_beyond_the_surface_reads_without_any_delegation():
+    """``logit_p_delegate_coef_controlled[baseline_error]``: own error's coefficient on logit P(T)
+    with the surface held fixed, which needs no delegation. Above 0 for the planted oracle, its
+    interval covering 0 for the expression reader."""
+    key = "logit_p_delegate_coef_controlled[baseline_error]"
+    oracle, expr = _read_expr("oracle"), _read_expr("expression")
+    assert oracle.loc[key, "lo"] > 0
+    assert expr.loc[key, "lo"] < 0 < expr.loc[key, "hi"]
+    assert key not in _read_expr("expression", arith=False).index  # nothing to hold fixed

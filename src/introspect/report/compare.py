@@ -195,13 +195,13 @@ def seb_mean_rows(summary: pd.DataFrame) -> tuple[list[dict], list[str]]:
             elif ((summary["model_id"] == model) & (summary["task"] == task)).any():
                 why.append(f"{task} has no {metric} (or a one-class judged truth)")
             else:
-                why.append(f"{task} not run")
+                why.append("")  # not run: the table shows it, no note
         if len(parts) == len(SEB_PARTS):
             rows.append({"task": SEB_MEAN[0], "variant": SEB_MEAN[1], "metric": SEB_MEAN[2], "role": "headline",
                          "model_id": model, "value": float(np.mean([float(r["value"]) for r in parts.values()])),
                          "lo": np.nan, "hi": np.nan, "n": len(parts), "layer_idx": np.nan, "alpha": np.nan,
                          "alpha_units": None, "n_cells": 1})
-        elif parts:
+        elif why and all(why):  # all three ran, yet one has no usable accuracy
             notes.append(f"{model}: no 002 score (seb_mean_accuracy): " + "; ".join(why))
     return rows, notes
 

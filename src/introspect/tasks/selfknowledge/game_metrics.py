@@ -289,6 +289,14 @@ def _likelihood_rows(keys: dict, s: pd.DataFrame, err: np.ndarray, deleg: np.nda
                 for term in res.params.index.drop("const", errors="ignore"):
                     rows.append(row(keys, f"logit_p_delegate_coef[{term}]",
                                     (float(res.params[term]), *map(float, ci.loc[term])), int(res.nobs)))
+            # own error with the surface held fixed, on P(T) itself: the test beyond the surface
+            # that still reads when the model never delegates (the LR test above needs delegations)
+            res = fit(yy, pd.concat([ctrl, e], axis=1)) if len(ctrl.columns) else None
+            if res is not None and "baseline_error" in res.params:
+                ci = res.conf_int()
+                rows.append(row(keys, "logit_p_delegate_coef_controlled[baseline_error]",
+                                (float(res.params["baseline_error"]), *map(float, ci.loc["baseline_error"])),
+                                int(res.nobs)))
     return rows
 
 
