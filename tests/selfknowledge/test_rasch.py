@@ -265,6 +265,21 @@ def test_rasch_cli_tables_files_and_errors(tmp_path, capsys):
     assert not (tmp_path / "m1" / "rasch_abilities.csv").exists()  # nothing half-written
 
 
+def test_self_vs_other_never_pairs_questions_of_two_pool_settings():
+    """Calibrated pools: each model's pool is drawn at its own knob setting with the same ids, so
+    "q3" at d1t2 and "q3" at d2t2 are different questions; only items of one setting pair up."""
+    a, b = _delegate_records("m1", 0.8, 1, 40), _delegate_records("m2", 0.2, 2, 40)
+    for r in a:
+        r.grade["pool_knobs"] = "arith-d1t2+-"
+    for i, r in enumerate(b):
+        r.grade["pool_knobs"] = "arith-d2t2+-" if i >= 10 else "arith-d1t2+-"  # 10 shared items
+    svo = self_vs_other(_flat(a + b))
+    diff = svo[svo.metric == "self_minus_other"].set_index("predictor")
+    assert (diff["n"] == 10).all()
+    same = self_vs_other(_flat(_delegate_records("m1", 0.8, 1, 40) + _delegate_records("m2", 0.2, 2, 40)))
+    assert (same[same.metric == "self_minus_other"]["n"] == 40).all()  # no setting recorded: ids pair
+
+
 def test_compare_cli_shows_self_vs_other_without_ability_records(tmp_path, capsys):
     """Two models that each know their own errors, no ability task: experiments.compare writes
     self vs other (page, CSV, printed) where experiments.rasch refuses for want of abilities."""

@@ -77,12 +77,20 @@ def _by_task(df: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
 
 
 # ---------------------------------------------------------------- self vs other
+def _game_keys(s: pd.DataFrame) -> list[str]:
+    """One key per Delegate Game row: question set, the pool's knob setting where it has one, and
+    the question id. Why the setting: a calibrated pool's ids ("delegate-0-82") are drawn at each
+    model's own setting, so the same id is another question for a model calibrated elsewhere."""
+    return [f"{src}:{k}:{q}" if k else f"{src}:{q}"
+            for src, k, q in zip(s["source"], g(s, "pool_knobs", ""), g(s, "qid"))]
+
+
 def _predictions(task: str, s: pd.DataFrame) -> pd.DataFrame:
     """(model_id, key, p): what the model predicted, P(positive), per item key."""
     rows = []
     if task == "delegate":  # positive = "I would get this wrong": P(T)
-        for m, src, q, p in zip(s["model_id"], s["source"], g(s, "qid"), num(s, "p_delegate")):
-            rows.append((m, f"{src}:{q}", p))
+        for m, key, p in zip(s["model_id"], _game_keys(s), num(s, "p_delegate")):
+            rows.append((m, key, p))
     elif task == "seb-association":
         for m, w, opts, ps in zip(s["model_id"], s["word"], lists(s, "options"), lists(s, "p_yes")):
             rows += [(m, f"{w}:{o}", p) for o, p in zip(opts, ps)]
@@ -101,8 +109,8 @@ def _behaviour(task: str, s: pd.DataFrame) -> dict[tuple[str, str], list]:
     """(model_id, key) -> the model's 0/1 behaviour draws on that item."""
     out: dict[tuple[str, str], list] = {}
     if task == "delegate":
-        for m, src, q, ok in zip(s["model_id"], s["source"], g(s, "qid"), g(s, "baseline_correct", False)):
-            out[(m, f"{src}:{q}")] = [float(not ok)]
+        for m, key, ok in zip(s["model_id"], _game_keys(s), g(s, "baseline_correct", False)):
+            out[(m, key)] = [float(not ok)]
     elif task == "seb-association":
         for m, w, opts, dr in zip(s["model_id"], s["word"], lists(s, "options"), lists(s, "listed_draws")):
             for o, d in zip(opts, dr):
@@ -124,9 +132,9 @@ def _graded(task: str, s: pd.DataFrame, beh: dict[tuple[str, str], list]) -> dic
     out = {k: float(np.mean([x for x in v if x is not None])) for k, v in beh.items()
            if any(x is not None for x in v)}
     if task == "delegate":
-        for m, src, q, pc in zip(s["model_id"], s["source"], g(s, "qid"), num(s, "baseline_p_correct")):
+        for m, key, pc in zip(s["model_id"], _game_keys(s), num(s, "baseline_p_correct")):
             if np.isfinite(pc):
-                out[(m, f"{src}:{q}")] = 1.0 - float(pc)
+                out[(m, key)] = 1.0 - float(pc)
     return out
 
 
