@@ -29,7 +29,7 @@ from experiments.train_cli import Parser, check_out, lora_layer, run
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from introspect.train.data import PHRASINGS
+    from introspect.train.data import ALL_PHRASINGS
     from introspect.train.loop import TrainConfig
 
     d = TrainConfig(layer=0)
@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--no-gates", action="store_true",
       help="skip the damage gates after training (replay identical to the base model, detection phrases, "
            "content answers under injection)")
-    a("--phrasings", nargs="+", default=list(d.phrasings), choices=PHRASINGS)
+    a("--phrasings", nargs="+", default=list(d.phrasings), choices=ALL_PHRASINGS)
     a("--checkpoint-every", type=int, default=d.checkpoint_every)
     a("--words-file", help="targets/baseline YAML (default concepts/words.yaml); every target is held out")
     a("--train-words-file", help="training words YAML (default concepts/train_words.yaml)")

@@ -243,3 +243,44 @@ def test_replay_distillation_targets_the_base_models_distributions(tiny_dir):
     kl1.sum().backward()  # the gradient reaches the adapter through the student pass only
     assert any(p.grad is not None and float(p.grad.abs().sum()) > 0
                for n, p in model.original_model.named_parameters() if "lora_" in n)
+
+
+def test_two_turn_rows_inject_over_turn_one_only_as_task_a_does(tiny):
+    """``two_turn`` trains in task A's own two-turn conversation: every kind of row renders there,
+    its injection covers turn 1 ("Trial N" through the assistant's first reply) and nothing after,
+    and the spans equal the ones task A's two_turn trials inject."""
+    from introspect.tasks import prompts as P
+
+    tok = tiny.tokenizer
+    rs = rows(steps=60, phrasings=("two_turn",))
+    kinds = {r.kind for r in rs}
+    assert {"positive", "contrast", "choice", "mismatch", "gaussian", "content", "clean"} <= kinds
+    ref = D.render(tok, P.task_a_two_turn(3))
+    a, b = ref.spans["turn1"][0], ref.spans["turn1_end"][1]
+    fired_expected, encs, specs = 0, [], []
+    vecs = {w: torch.randn(tiny.cfg.d_model) for w in WORDS}
+    plan = PL.Plan(WORDS, [], [], vecs, {"two_turn": 1.0}, [])
+    for r in [r for r in rs if r.kind != "replay"][:40]:
+        e = D.encode(tok, r)
+        text = tok.decode(list(e.ids))
+        assert P.TWO_TURN_TASK in text and P.TWO_TURN_REPLY in text
+        assert e.until is not None and e.from_pos < e.until <= len(e.ids) - e.n_answer
+        assert tok.decode(list(e.ids[e.from_pos:e.until])).strip().startswith("Trial")
+        assert tok.decode(list(e.ids[e.from_pos:e.until])).rstrip().endswith(P.TWO_TURN_REPLY[-12:])
+        if r.trial == 3 and r.kind == "clean":  # the plain detection question: task A's very prompt
+            assert e.ids[:len(ref)] == ref.ids and (e.from_pos, e.until) == (a, b)
+        if r.claimed:
+            assert D.CLAIM.format(word=r.claimed) in text
+        if r.options:
+            assert all(o in text.split(P.TWO_TURN_REPLY)[-1] for o in r.options)
+        spec = PL.spec_for(r, e, plan, 1)
+        if spec is not None:
+            assert list(spec.token_positions) == list(range(e.from_pos, e.until))
+            fired_expected += e.until - e.from_pos
+        encs.append(e)
+        specs.append(spec)
+    stats = L.StepStats()
+    with torch.no_grad():
+        for i in range(0, len(encs), 8):
+            L.group_loss(tiny, encs[i:i + 8], specs[i:i + 8], stats=stats)
+    assert fired_expected > 0 and stats.fired == fired_expected  # turn 1 only: never the question or the answer

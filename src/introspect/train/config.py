@@ -76,9 +76,9 @@ class TrainConfig:
         odd = [k for k, _ in self.mix if k not in D.KINDS]
         if odd or not self.mix:
             bad.append(f"unknown row kind {odd[:1]} in mix; use {', '.join(D.KINDS)}")
-        unknown = [p for p in self.phrasings if p not in D.PHRASINGS]
+        unknown = [p for p in self.phrasings if p not in D.ALL_PHRASINGS]
         if unknown or not self.phrasings:
-            bad.append(f"unknown phrasing {unknown[:1]}; use {', '.join(D.PHRASINGS)}")
+            bad.append(f"unknown phrasing {unknown[:1]}; use {', '.join(D.ALL_PHRASINGS)}")
         if self.split not in S.RULES:
             bad.append(f"split must be one of {', '.join(S.RULES)}, got {self.split!r}")
         if isinstance(self.max_cos, bool) or not isinstance(self.max_cos, (int, float)) or not 0 < self.max_cos < 1:

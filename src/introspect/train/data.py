@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from introspect.engine.run.chat import Conversation, Prompt, has_chat_template, render
+from introspect.engine.run.inject import From
 from introspect.grading import word_match
 from introspect.tasks import prompts as P
 from introspect.train.phrasings import PARAPHRASES  # noqa: F401  (re-exported: the rows' phrasings)
@@ -44,7 +45,9 @@ INJECTED_KINDS = ("positive", "contrast", "choice", "mismatch", "gaussian", "mat
 NAMING_KINDS = ("positive", "contrast", "choice", "mismatch")  # answers that name the injected concept
 N_OPTIONS = 4
 
-PHRASINGS = ("paper", "explained", *PARAPHRASES)
+PHRASINGS = ("paper", "explained", *PARAPHRASES)  # the default training phrasings
+TWO_TURN = "two_turn"  # Pearson-Vogel et al.'s prior-injection framing: injected over turn 1, asked in turn 2
+ALL_PHRASINGS = (*PHRASINGS, TWO_TURN)  # two_turn trains only when asked for (``--phrasings``)
 
 
 class TrainDataError(ValueError):
@@ -143,9 +146,15 @@ def detection_conv(phrasing: str, trial: int, claim: str | None = None, options:
     "I am injecting a thought about B" before the trial line (mismatch and suggested rows),
     ``options`` lists candidate concepts after the question (choice rows), and ``question``
     replaces the detection question by an unrelated yes/no one (content rows, as task A's bias
-    questions do)."""
+    questions do). ``two_turn`` is task A's own two-turn conversation (marks ``turn1`` …
+    ``turn1_end``, no ``from``): the claim opens its second question, the options close it."""
     start = f"\n\nTrial {trial}"
     claim_text = f" {CLAIM.format(word=claim)}" if claim else ""
+    if phrasing == TWO_TURN:
+        conv = P.task_a_two_turn(trial) if question is None else P.task_a_bias(question, TWO_TURN, trial)
+        msgs = [dict(m) for m in conv.messages]
+        msgs[-1]["content"] = claim_text.lstrip() + (" " if claim else "") + msgs[-1]["content"] + options_text(options)
+        return Conversation(tuple(msgs), conv.prefill, dict(conv.marks))
     if phrasing in ("paper", "explained"):
         conv = P.task_a_paper(trial) if phrasing == "paper" else P.task_a_explained(trial)
         if question is not None:
@@ -156,10 +165,23 @@ def detection_conv(phrasing: str, trial: int, claim: str | None = None, options:
         msgs[-1]["content"] = last[:at] + claim_text + last[at:] + options_text(options)
         return Conversation(tuple(msgs), None, dict(conv.marks))
     if phrasing not in PARAPHRASES:
-        raise TrainDataError(f"unknown phrasing {phrasing!r}; use {', '.join(PHRASINGS)}")
+        raise TrainDataError(f"unknown phrasing {phrasing!r}; use {', '.join(ALL_PHRASINGS)}")
     intro, ask = PARAPHRASES[phrasing]
     ask = ask + options_text(options) if question is None else question + P.BIAS_SUFFIX
     return Conversation.of(("user", f"{intro}{claim_text}{start}: {ask}"), **{P.FROM_MARK: start})
+
+
+def injected_span(prompt: Prompt) -> tuple[int, int | None]:
+    """(first injected position, end or None) of a rendered detection prompt: task A's ``from``
+    mark through the answer, or a two-turn prompt's turn 1 only."""
+    if "turn1" in prompt.spans:
+        return prompt.spans["turn1"][0], prompt.spans["turn1_end"][1]
+    return prompt.spans[P.FROM_MARK][0], None
+
+
+def injected_positions(prompt: Prompt) -> From | list[int]:
+    start, end = injected_span(prompt)
+    return From(start) if end is None else list(range(start, end))
 
 
 def answer_text(tokenizer: Any, text: str) -> str:
@@ -177,6 +199,11 @@ class Encoded:
     n_answer: int  # the last n_answer ids are the answer: loss is taken on them only
     from_pos: int  # first injected position (task A's mark); also where the shared prefix must end
     name: tuple[int, int] | None = None  # the concept name's answer tokens [a, b) (counted from the answer's start)
+    until: int | None = None  # two_turn: the injection ends before this position (None: through the answer)
+
+    def positions(self) -> From | list[int]:
+        """Where this row's injection goes, as task A injects the same framing."""
+        return From(self.from_pos) if self.until is None else list(range(self.from_pos, self.until))
 
     def prompt(self) -> Prompt:
         return Prompt(self.ids, "")
@@ -198,7 +225,7 @@ def _name_span(tokenizer: Any, text: str, word: str | None) -> tuple[int, int] |
 def encode(tokenizer: Any, ex: Example, replay: Sequence[ReplayItem] = ()) -> Encoded:
     """Token ids of prompt and answer, the answer tokenised on its own as the model generates it;
     for rows that name the injected concept, where the name's tokens are (they weigh more in the loss)."""
-    name = None
+    name, until = None, None
     if ex.kind == "replay":
         item = replay[int(ex.replay or 0)]
         if ex.concept is None:
@@ -210,7 +237,7 @@ def encode(tokenizer: Any, ex: Example, replay: Sequence[ReplayItem] = ()) -> En
         ans = list(item.ids)
     else:
         prompt = render(tokenizer, detection_conv(ex.phrasing, ex.trial, ex.claimed, ex.options, ex.question))
-        start = prompt.spans[P.FROM_MARK][0]
+        start, until = injected_span(prompt)
         text = answer_text(tokenizer, ex.answer)
         ans = list(tokenizer(text, add_special_tokens=False)["input_ids"])
         if ex.kind in NAMING_KINDS:
@@ -219,7 +246,7 @@ def encode(tokenizer: Any, ex: Example, replay: Sequence[ReplayItem] = ()) -> En
             ans.append(int(tokenizer.eos_token_id))
     if not ans:
         raise TrainDataError(f"empty answer for a {ex.kind} example")
-    return Encoded(ex, (*prompt.ids, *ans), len(ans), start, name)
+    return Encoded(ex, (*prompt.ids, *ans), len(ans), start, name, until)
 
 
 # ---------------------------------------------------------------- one step's rows

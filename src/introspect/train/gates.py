@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from introspect.engine.run.inject import From, InjectionSpec
+from introspect.engine.run.inject import InjectionSpec
 from introspect.grading.bias import grade_bias_answer
 from introspect.grading.detection import explicit_detection
 from introspect.tasks.prompts import load_bias_items
@@ -109,7 +109,7 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     # 3. injected: answered on content (adapter, and the base model beside it)
     mid = sum(cfg.strength) / 2
     specs = [InjectionSpec(cfg.layer, mid * plan.resid[cfg.phrasings[i % len(cfg.phrasings)]],
-                           plan.vectors[plan.train[i % len(plan.train)]], From(p.spans[D.P.FROM_MARK][0]))
+                           plan.vectors[plan.train[i % len(plan.train)]], D.injected_positions(p))
              for i, p in enumerate(cprompts)]
 
     def on_content(gs: list[Any]) -> float | None:

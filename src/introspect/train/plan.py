@@ -91,8 +91,9 @@ def prepare(model: Any, cfg: TrainConfig, *,
     train, held = list(split.train), list(split.heldout)
     vectors = {w: vecs[w] for w in train}
     prompts = [D.render(model.tokenizer, D.detection_conv(p, 1)) for p in cfg.phrasings]
-    starts = [pr.spans[D.P.FROM_MARK][0] for pr in prompts]
-    acts = residuals(model, prompts, [cfg.layer], positions=[list(range(s, len(pr))) for s, pr in zip(starts, prompts)])
+    spans = [D.injected_span(pr) for pr in prompts]  # the injected positions (two_turn: turn 1)
+    acts = residuals(model, prompts, [cfg.layer], positions=[list(range(a, len(pr) if b is None else b))
+                                                             for (a, b), pr in zip(spans, prompts)])
     resid = {p: float(a[0].norm(dim=-1).mean()) for p, a in zip(cfg.phrasings, acts)}
 
     def clean(text: str) -> bool:
@@ -144,4 +145,4 @@ def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> Injection
         v = v / v.norm()
     else:
         v = plan.vectors[str(ex.concept)]
-    return InjectionSpec(layer, norm, v, From(enc.from_pos))
+    return InjectionSpec(layer, norm, v, enc.positions())
