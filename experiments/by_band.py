@@ -17,7 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-METRICS = ("net", "identification_vs_random", "follows_vector", "net_vs_random", "net_beyond_yes_bias")
+METRICS = ("net", "identification_vs_random", "follows_vector", "latent_identification_vs_random",
+           "latent_follows_vector", "net_vs_random", "net_beyond_yes_bias")
 
 
 def groups(split: dict, beyond_nouns: frozenset[str] = frozenset()) -> dict[str, list[str]]:

@@ -362,6 +362,44 @@ def test_detected_but_not_identified_says_which_identification_gate_failed():
     assert v.condition == "detected, not identified" and "does not follow the vector" in v.note
 
 
+def _latent(recs: list[Record], own: bool, other_vector: bool, by_chance: bool = False) -> list[Record]:
+    """Latent-naming grades at layer 2: under its own vector the word rose most (``own``);
+    under another concept's vector that vector's word did (``other_vector``), or the original
+    word did (``by_chance``)."""
+    recs = _set(recs, "injected", latent_names_word=own, latent_k=12, latent_rank=1 if own else 5)
+    return _set(recs, "concept_random", latent_names_word=by_chance, latent_names_vector_word=other_vector,
+                latent_k=12)
+
+
+def test_a_detector_that_names_only_latently_gets_a_label_of_its_own():
+    """Detected, free-text naming absent, but the injection raises the concept's own name most
+    (and another concept's vector raises that vector's name): "identified latently"."""
+    s = summarize(flat(_latent(_strong(), own=True, other_vector=True)))
+    v = verdict(s)
+    assert (v.value, v.condition) == (0.875, "detected, identified latently (not in words)")
+    assert "the sampled answers do not name it" in v.note and "latent follows the vector 1.00" in v.note
+    assert get(s, "latent_identification").value == 1.0
+    lat = get(s, "latent_identification_vs_random")
+    assert lat.value == 1.0 and lat.p_holm < 0.05
+    assert "Holm family: 7 tests = identification_vs_random, introspection_score, latent_identification_vs_random, net" in v.note
+    # free-text naming that follows the vector still outranks it
+    recs = _latent(_set(_set(_strong(), "injected", identified=True), "concept_random", names_vector_word=True,
+                        identified=False), own=True, other_vector=True)
+    assert verdict(summarize(flat(recs))).condition == "detected and identified"
+
+
+def test_latent_naming_at_chance_or_not_following_the_vector_identifies_nothing():
+    # the word rises most whichever vector is injected: a word prior, not naming
+    v = verdict(summarize(flat(_latent(_strong(), own=True, other_vector=False, by_chance=True))))
+    assert (v.value, v.condition) == (0.75, "detected, not identified")
+    s = summarize(flat(_latent(_strong(), own=True, other_vector=False)))  # names its own, never another's
+    assert get(s, "latent_follows_vector").value == 0.0
+    assert verdict(s).condition == "detected, not identified"
+    # latent naming without detection is no detection
+    recs = _latent(task_a_records(), own=True, other_vector=True)
+    assert verdict(summarize(flat(recs))).value < 0.75
+
+
 def test_a_yes_bias_is_not_detection():
     """Injection makes the model answer unrelated yes/no questions wrongly as often as it says
     yes to the detection question: Net minus that rise is 0."""

@@ -290,3 +290,46 @@ def test_bias_questions_in_the_seed_framing_and_a_zero_injection_equals_its_cont
         if cond == "bias":
             assert r.response == bias[(w, q, k, "bias_control")].response
             assert r.grade == bias[(w, q, k, "bias_control")].grade
+
+
+def test_latent_naming_reads_the_rise_of_each_concepts_name_after_the_prefilled_answer(tiny_model):
+    """Task A's latent reading (``latent_a``): for an injected trial, the run concept whose first
+    token rises most over the unsteered prompt, prefilled up to the name; equal to the rise
+    computed here by hand; under another concept's vector it is read for that vector's word too;
+    an injection of α 0 raises nothing, so nothing is named (a tie is no hit)."""
+    import torch
+
+    from introspect.engine.run.decode import next_token_logprobs
+    from introspect.tasks.injection import latent_a
+    from introspect.tasks.injection import task_a as TA
+    from introspect.tasks.injection.common import pick_concepts
+
+    m = tiny_model("llama")
+    cfg = _cfg(layers=(1,), alphas=(0.0, 16.0), n_concepts=3, variant="seed",
+               options=(("steer_check", False), ("n_bias", 0)))
+    ctx = I.context(m, cfg)
+    recs = I.run_task(ctx, "A")
+    words = pick_concepts(ctx)
+    inj = [r for r in recs if r.condition == "injected" and r.alpha == 16.0]
+    cr = [r for r in recs if r.condition == "concept_random" and r.alpha == 16.0]
+    vws = sorted({r.extra["vector_word"] for r in cr} - set(words))
+    assert inj and all(r.grade["latent_k"] == len(words) + len(vws) for r in inj)
+    assert all(isinstance(r.grade["latent_names_vector_word"], bool) for r in cr)
+    assert all(r.extra["vector_word"] != r.word for r in cr)
+    # by hand, for one injected trial: prefill, inject as task A does, read the candidates' first tokens
+    trial = next(t for t in TA.plan(ctx) if t.condition == "injected" and t.word == inj[0].word and t.alpha == 16.0)
+    conv = latent_a.prefilled(TA._conv(trial, []), "seed")
+    assert conv.prefill == latent_a.PREFILL_SEED
+    pt = TA.common.render_trial(ctx, trial, conv, "A-seed", no_leak=[trial.word])
+    spec = TA._injection(ctx, trial, pt, words)[0].spec
+    lp = next_token_logprobs(m, [pt, pt], [spec, None])
+    cands = [*words, *vws]
+    ft = latent_a.first_tokens(m.tokenizer, latent_a.PREFILL_SEED, cands)
+    rise = {w: float(lp[0, i] - lp[1, i]) for w, i in zip(cands, ft) if i is not None}
+    best = max(rise, key=rise.get)
+    assert inj[0].grade["latent_names_word"] == (best == trial.word)
+    assert inj[0].grade["latent_rank"] == 1 + sum(r > rise[trial.word] for r in rise.values())
+    assert not torch.isnan(lp).any()
+    # α 0: no rise anywhere, a tie, no hit
+    z = [r for r in recs if r.condition == "injected" and r.alpha == 0.0]
+    assert z and all(r.grade["latent_names_word"] is False and r.grade["latent_top"] is None for r in z)

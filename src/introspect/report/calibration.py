@@ -11,7 +11,8 @@ hierarchical model:
   concept effects u_c, w_c ~ N(0, σ²) (heterogeneity in the controls too) and fixed trial
   (prompt) effects e_t; the injected answer and its control share one uniform draw (the stream),
   so they agree more often than independent answers would;
-- identification under the concept's vector vs under another concept's (``concept_random``);
+- identification under the concept's vector vs under another concept's (``concept_random``), and
+  the latent naming reading drawn the same way, once per trial (its samples share it);
 - first-token P(yes): the control's log-odds depend on the prompt only (as on a real model: no
   injection, same prompt), the injected one adds δ_c ~ N(δ, τ²); each bias question q has its own
   log-odds β_q, and the injection adds γ_c ~ N(γ, τ²) there (a yes-bias).
@@ -88,6 +89,9 @@ def _truth(s: Scenario, n_trials: int, n_bias: int, draws: int = 400_000) -> dic
         "identification": float(expit(s.ident + v).mean()),
         "identification_vs_random": float(expit(s.ident + v).mean() - expit(s.ident_random + vr).mean()),
         "follows_vector": float(expit(s.ident + v).mean() - expit(s.ident_random + vr).mean()),
+        # latent naming (one reading per trial, shared by its samples) is drawn like the naming
+        "latent_identification_vs_random": float(expit(s.ident + v).mean() - expit(s.ident_random + vr).mean()),
+        "latent_follows_vector": float(expit(s.ident + v).mean() - expit(s.ident_random + vr).mean()),
         "p_yes_shift": float((expit(l_ctl + d) - expit(l_ctl)).mean()),
         "introspection_score": float(s.delta - s.gamma),
     }
@@ -123,6 +127,7 @@ def simulate(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, seed: 
     bias_l = _bias_logits(n_bias)
     answers = np.random.default_rng([seed, 1])  # the bias answers' own stream: the rest stays as it was
     follows = np.random.default_rng([seed, 2])  # naming the vector's word: a stream of its own too
+    latent = np.random.default_rng([seed, 3])  # latent naming (latent_a): one reading per trial
     for c in range(n_concepts):
         word = f"concept{c:03d}"
         u, w, v, vr = rng.normal(0, s.sigma, 4)
@@ -133,6 +138,7 @@ def simulate(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, seed: 
             l_ctl = s.l0 + e
             l_inj = l_ctl + delta_c + rng.normal(0, s.noise)
             py_c, py_i = float(expit(l_ctl)), float(expit(l_inj))
+            lat_own, lat_chance, lat_vec = latent.random(3) < expit([s.ident + v, s.ident_random + vr, s.ident + v])
             p_i, p_c, p_abl = expit(s.a + u + e), expit(s.b + w + e), expit(s.ablation + w + e)
             for k in range(n_samples):
                 stream = rng.random()  # the answer's RNG stream: shared by the concept's conditions
@@ -140,12 +146,14 @@ def simulate(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, seed: 
                 own = rng.random() if s.own_streams else stream  # drawn only when asked: other scenarios keep their draws
                 recs.append(rec("control", word, t, k, False, own < p_c, py_c))
                 recs.append(rec("injected", word, t, k, True, stream < p_i, py_i,
-                                id_draw < expit(s.ident + v)))
+                                id_draw < expit(s.ident + v), grade={"latent_names_word": bool(lat_own)}))
                 for abl in ("random", "concept_random", "negative"):
                     named = id_draw < expit(s.ident_random + vr) if abl == "concept_random" else False
                     extra = {}
                     if abl == "concept_random":  # an identifier names the word of the vector it got
-                        extra = {"grade": {"names_vector_word": bool(follows.random() < expit(s.ident + v))},
+                        extra = {"grade": {"names_vector_word": bool(follows.random() < expit(s.ident + v)),
+                                           "latent_names_word": bool(lat_chance),
+                                           "latent_names_vector_word": bool(lat_vec)},
                                  "extra": {"vector_word": f"concept{(c + 1) % n_concepts:03d}"}}
                     recs.append(rec(abl, word, t, k, True, stream < p_abl, py_c, named, **extra))
         for q in range(n_bias):
@@ -181,7 +189,7 @@ def scenario_dict(s: Scenario) -> dict[str, Any]:
 # ---------------------------------------------------------------- coverage through the report
 
 METRICS = ("tpr", "fpr", "net", "identification", "identification_vs_random", "follows_vector",
-           "p_yes_shift", "introspection_score")
+           "latent_identification_vs_random", "latent_follows_vector", "p_yes_shift", "introspection_score")
 
 
 def _percentile_widths(df: Any) -> dict[str, list[float]]:

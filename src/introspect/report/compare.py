@@ -38,7 +38,7 @@ HEADLINE_COLUMNS = ["task", "variant", "metric", "role", "model_id", "value", "l
 # Per task: the first of these present is the headline (it picks the cell); the rest present are
 # read in the same cell. A group with none of them shows its steering check, else its first metric.
 HEADLINES: dict[str, tuple[str, ...]] = {
-    "A": ("net", "tpr", "fpr", "introspection_score", "identification"),
+    "A": ("net", "tpr", "fpr", "introspection_score", "identification", "latent_identification"),
     "B": ("delta_strict_success", "delta_mc_accuracy", "strict_success:injected",
           "strict_success:control", "mc_accuracy:injected", "mc_accuracy:control"),
     "C": ("delta_intentional:injected", "intentional:injected", "intentional:control"),

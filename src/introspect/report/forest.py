@@ -25,13 +25,16 @@ _FOREST = (("tpr", "TPR (injected)"), ("fpr", "FPR (matched control)"),
            ("negative_detection", "yes under −v"), ("identification", "names the concept"),
            ("identification:concept_random", "names it under another concept's vector"),
            ("names_vector_word:concept_random", "names the other vector's word"),
+           ("latent_identification", "its name rises most (latent)"),
            ("bias_wrong:injected", "wrong answers to bias questions, injected"),
            ("bias_wrong:clean", "wrong answers to bias questions, not injected"),
            ("bias_detection_reports", "detection reports to bias questions"))
 _FOREST_DIFF = (("net", "Net = TPR − FPR"), ("net_vs_random", "Net over the Gaussian ablation"),
                 ("net_beyond_yes_bias", "Net beyond the yes-bias"), ("bias_wrong_rise", "rise in wrong bias answers"),
                 ("identification_vs_random", "naming vs under another vector"),
-                ("follows_vector", "naming follows the vector"))
+                ("follows_vector", "naming follows the vector"),
+                ("latent_identification_vs_random", "latent naming vs under another vector"),
+                ("latent_follows_vector", "latent naming follows the vector"))
 ROW_PX = 30  # height of one forest row
 
 

@@ -161,9 +161,35 @@ def _identification_rows(keys: dict, inj: pd.DataFrame, cdf: pd.DataFrame) -> li
                               cr["concept"].to_numpy(),
                               note="under another concept's vector: names that vector's word − names the "
                                    "original word (paired per concept)")
+    out += _latent_rows(keys, inj, cr)
     out += rate_row(keys, "identification_mismatch", mis, "injected", lab,
                     note="names another concept of the run (extra.mismatch_word)")
     out += paired_row(keys, "identification_minus_mismatch", ident, mis, "injected", lab)
+    return out
+
+
+def _latent_rows(keys: dict, inj: pd.DataFrame, cr: pd.DataFrame) -> list[dict]:
+    """Latent naming (``latent_a``): the trial's word rose most among the run's K concepts
+    (chance 1/K), against the same reading under another concept's vector (paired per concept),
+    and, under that vector, whether its own word rose most rather than the original one."""
+    hit = flag(col(inj, "grade.latent_names_word"), None)
+    if np.isnan(hit).all():
+        return []
+    k = num(col(inj, "grade.latent_k"))
+    out = rate_row(keys, "latent_identification", hit, "injected", concepts(inj),
+                   note=f"the concept's word rose most among the run's {np.nanmedian(k):.0f} concepts "
+                        "(first token after the prefilled answer, rise over the unsteered prompt)")
+    if cr.empty:
+        return out
+    lab = cr["concept"].to_numpy()
+    by_chance = flag(col(cr, "grade.latent_names_word~c"), None)
+    out += paired_row(keys, "latent_identification_vs_random", flag(col(cr, "grade.latent_names_word"), None),
+                      by_chance, "injected-concept_random", lab,
+                      note="latent naming of the word under its own vector vs under another concept's")
+    follows = flag(col(cr, "grade.latent_names_vector_word~c"), None)
+    if not np.isnan(follows).all():
+        out += paired_row(keys, "latent_follows_vector", follows, by_chance, "concept_random", lab,
+                          note="under another concept's vector: its word rose most − the original word did")
     return out
 
 

@@ -43,7 +43,7 @@ from introspect.grading import (
 from introspect.records.jsonl import Record
 from introspect.tasks import prompts as P
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
-from introspect.tasks.injection import common
+from introspect.tasks.injection import common, latent_a
 
 VARIANTS = ("paper", "explained", "two_turn", "seed")
 DEFAULT_VARIANTS = ("paper", "explained", "two_turn")
@@ -130,15 +130,23 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         inj, extra = _injection(ctx, t, p, concepts)
         return [p], [inj.spec if inj else None], (inj, extra)
 
+    def make_latent(t: Trial, conv):
+        p = common.render_trial(ctx, t, conv, "A-seed" if common.base_variant(t) == "seed" else "A",
+                                no_leak=[t.word], avoid=[t.param("vector_word")])
+        inj, _ = _injection(ctx, t, p, concepts)
+        return p, inj.spec if inj else None
+
+    latent = (latent_a.readings(ctx, trials, concepts, make_latent, lambda t: _conv(t, questions))
+              if ctx.cfg.option("latent_naming", True) else {})
     is_bias = [t.condition in ("bias", "bias_control") for t in trials]
     runs = [([t for t, b in zip(trials, is_bias) if not b], None),
             ([t for t, b in zip(trials, is_bias) if b], min(BIAS_TOKENS, ctx.cfg.max_new_tokens))]
     for part, budget in runs:
         for r in common.execute_generation(ctx, part, make, max_new_tokens=budget):
-            yield _record(ctx, r, concepts, items, yes_no, budget)
+            yield _record(ctx, r, concepts, items, yes_no, budget, latent)
 
 
-def _record(ctx: RunContext, r, concepts, items, yes_no, budget) -> Record:
+def _record(ctx: RunContext, r, concepts, items, yes_no, budget, latent=None) -> Record:
     t, p, g = r.trial, r.prompts[0], r.gens[0]
     inj, extra = r.extra
     text = cut_at_next_turn(g.text)
@@ -159,6 +167,7 @@ def _record(ctx: RunContext, r, concepts, items, yes_no, budget) -> Record:
             mismatch = common.other_concept(ctx, concepts, t.word, "mismatch")
             extra["mismatch_word"] = mismatch
             grade["identified_mismatch"] = bool(grade_task_A(g.text, mismatch, True).get("matched"))
+        grade.update(latent_a.grade_of(latent or {}, t))
     if inj is not None:
         extra["alpha_as"] = inj.alpha_as
     spec = r.specs[0]
