@@ -317,8 +317,8 @@ def table(results: list[dict]) -> str:
 def markdown(results: list[dict]) -> str:
     """The README's table: coverage (mean width) per headline metric and setting; for the null
     scenario, the share of runs with a headline test significant after Holm."""
-    names = ("TPR", "FPR", "Net", "identification", "ident. vs random", "follows vector", "P(yes) shift",
-             "intro. score")
+    names = ("TPR", "FPR", "Net", "identification", "ident. vs random", "follows vector", "latent vs random",
+             "latent follows", "P(yes) shift", "intro. score")
     head = "| concepts × trials | " + " | ".join(names) + " | Net width, percentile bootstrap |"
     lines = [head, "|" + " --- |" * (len(names) + 2)]
     for r in (r for r in results if r["scenario"] == "positive"):

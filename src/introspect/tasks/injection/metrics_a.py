@@ -175,6 +175,9 @@ def _latent_rows(keys: dict, inj: pd.DataFrame, cr: pd.DataFrame) -> list[dict]:
     hit = flag(col(inj, "grade.latent_names_word"), None)
     if np.isnan(hit).all():
         return []
+    # one reading per trial: its K sampled answers share it, so only the first sample counts (honest n)
+    inj, cr = _first_sample(inj), _first_sample(cr)
+    hit = flag(col(inj, "grade.latent_names_word"), None)
     k = num(col(inj, "grade.latent_k"))
     out = rate_row(keys, "latent_identification", hit, "injected", concepts(inj),
                    note=f"the concept's word rose most among the run's {np.nanmedian(k):.0f} concepts "
@@ -191,6 +194,13 @@ def _latent_rows(keys: dict, inj: pd.DataFrame, cr: pd.DataFrame) -> list[dict]:
         out += paired_row(keys, "latent_follows_vector", follows, by_chance, "concept_random", lab,
                           note="under another concept's vector: its word rose most − the original word did")
     return out
+
+
+def _first_sample(d: pd.DataFrame) -> pd.DataFrame:
+    if d.empty or "sample" not in d.columns:
+        return d
+    k = pd.to_numeric(d["sample"], errors="coerce").fillna(0)
+    return d[(k == k.min()).to_numpy()]
 
 
 def _cr_view(p: pd.DataFrame) -> pd.DataFrame:
