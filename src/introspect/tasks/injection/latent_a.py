@@ -28,6 +28,7 @@ from introspect.tasks.injection import common
 PREFILL = "Yes, I detect an injected thought. It is about"
 PREFILL_SEED = "INJECTION:"
 CONDITIONS = ("control", "injected", "concept_random")
+DIGITS = 4  # rises compared at 1e-4 nats: closer candidates tie (no hit)
 
 
 def prefilled(conv: Conversation, variant: str) -> Conversation:
@@ -57,6 +58,7 @@ def readings(ctx: RunContext, trials: Sequence[Trial], candidates: Sequence[str]
 
     ``make(trial, conversation)`` renders the prefilled prompt and returns it with the trial's
     injection spec (None for a control), exactly as the sampled trial is injected.
+    ``candidates`` must not depend on which trials run (a shard or a resumed run reads the same).
     """
     from introspect.engine.run.decode import next_token_logprobs
 
@@ -67,8 +69,6 @@ def readings(ctx: RunContext, trials: Sequence[Trial], candidates: Sequence[str]
             todo.setdefault(_key(t), t)
             ctl = replace(t, condition="control", layer=None, alpha=0.0, params=(), sample=0)
             todo.setdefault(_key(ctl), ctl)  # its matched control, even when a resumed run already has it
-    extra = sorted({str(t.param("vector_word")) for t in todo.values() if t.param("vector_word")} - set(candidates))
-    candidates = [*candidates, *extra]  # the words of the vectors given: another concept's may be outside the run's
     if not todo or len(candidates) < 2:
         return {}
     items = list(todo.items())
@@ -87,7 +87,8 @@ def readings(ctx: RunContext, trials: Sequence[Trial], candidates: Sequence[str]
             continue
         ctl = raw[(t.variant, "control", t.index, None, 0.0, t.word, ())]
         ft = firsts[common.base_variant(t)]
-        rise = {w: float(raw[k][i] - ctl[i]) for w, i in zip(candidates, ft) if i is not None}
+        # rounded: a resumed shard's batches differ from the first run's in float rounding, never in the reading
+        rise = {w: round(float(raw[k][i] - ctl[i]), DIGITS) for w, i in zip(candidates, ft) if i is not None}
         if len(rise) < 2:
             continue
         best = max(rise.values())

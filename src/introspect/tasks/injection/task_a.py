@@ -136,8 +136,10 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
         inj, _ = _injection(ctx, t, p, concepts)
         return p, inj.spec if inj else None
 
-    latent = (latent_a.readings(ctx, trials, concepts, make_latent, lambda t: _conv(t, questions))
-              if ctx.cfg.option("latent_naming", True) else {})
+    latent = {}
+    if ctx.cfg.option("latent_naming", True):  # candidates: the run's concepts and every vector word of its plan
+        vws = sorted({str(t.param("vector_word")) for t in plan(ctx) if t.param("vector_word")} - set(concepts))
+        latent = latent_a.readings(ctx, trials, [*concepts, *vws], make_latent, lambda t: _conv(t, questions))
     is_bias = [t.condition in ("bias", "bias_control") for t in trials]
     runs = [([t for t, b in zip(trials, is_bias) if not b], None),
             ([t for t, b in zip(trials, is_bias) if b], min(BIAS_TOKENS, ctx.cfg.max_new_tokens))]
