@@ -64,6 +64,19 @@ def test_lr_test_matches_the_closed_form():
     assert p == pytest.approx(chi2.sf(want, 1), rel=1e-4)
 
 
+def test_lr_test_is_nan_when_the_controls_alone_separate_y_and_large_when_only_the_term_does():
+    # a control that separates delegation (a model that delegates every subtraction): both fits
+    # reach llf ~ 0, and 2 * (0 - 0) must not read as p = 1 ("nothing beyond the surface")
+    minus = np.array([1] * 6 + [0] * 10, float)
+    err = np.array([1, 0] * 8, float)
+    y = minus.copy()
+    stat, df, p = S.lr_test(y, pd.DataFrame({"minus": minus, "err": err}), pd.DataFrame({"minus": minus}))
+    assert math.isnan(p) and math.isnan(stat)
+    # the added term alone separates y (a perfect introspector): a real, tiny p
+    stat, df, p = S.lr_test(err, pd.DataFrame({"err": err}), pd.DataFrame())
+    assert df == 1 and p < 1e-4
+
+
 def test_paired_binary_uses_pairs():
     (d, lo, hi), p = S.paired_binary(np.array([1, 1, 1, 0.]), np.array([1, 0, 0, 0.]))
     assert d == 0.5 and lo <= d <= hi

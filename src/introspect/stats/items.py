@@ -230,7 +230,8 @@ def ols_fit(y: np.ndarray, X: pd.DataFrame, clusters: Sequence[Any] | None = Non
 
 
 def lr_test(y: np.ndarray, full: pd.DataFrame, reduced: pd.DataFrame) -> tuple[float, int, float]:
-    """Likelihood-ratio test of nested logits (full ⊇ reduced): (chi2, df, p)."""
+    """Likelihood-ratio test of nested logits (full ⊇ reduced): (chi2, df, p); NaN where the
+    reduced logit cannot be fitted (the controls separate y: no test is possible)."""
     import statsmodels.api as sm
     from scipy.stats import chi2
 
@@ -238,7 +239,7 @@ def lr_test(y: np.ndarray, full: pd.DataFrame, reduced: pd.DataFrame) -> tuple[f
     if len(np.unique(y)) < 2:
         return NAN, 0, NAN
 
-    def llf(X: pd.DataFrame) -> tuple[float, int]:
+    def llf(X: pd.DataFrame) -> tuple[float, int, bool]:
         import warnings
 
         cols = [c for c in X.columns if X[c].nunique() > 1]
@@ -248,11 +249,13 @@ def lr_test(y: np.ndarray, full: pd.DataFrame, reduced: pd.DataFrame) -> tuple[f
                 warnings.simplefilter("ignore")
                 r = sm.Logit(y, Xc).fit(disp=0, maxiter=200)
         except Exception:
-            return NAN, len(cols)
-        return float(r.llf), len(cols)
+            return NAN, len(cols), False
+        return float(r.llf), len(cols), bool(r.mle_retvals.get("converged", True))
 
-    lf, kf = llf(full)
-    lr, kr = llf(reduced) if len(reduced.columns) else (_null_llf(y), 0)
+    lf, kf, _ = llf(full)  # separated by the full model only: llf -> 0, a large statistic (right)
+    lr, kr, ok = llf(reduced) if len(reduced.columns) else (_null_llf(y), 0, True)
+    if not ok:  # the controls alone separate y: both llf -> 0 and 2*(0 - 0) would read as p = 1,
+        return NAN, kf - kr, NAN  # "nothing beyond the controls", when nothing can be tested
     stat, df = 2 * (lf - lr), kf - kr
     if not math.isfinite(stat) or df < 1:
         return NAN, df, NAN

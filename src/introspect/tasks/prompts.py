@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 from introspect.data.files import concepts_dir
-from introspect.engine.run.chat import Conversation
+from introspect.engine.run.chat import Conversation, Prompt
+from introspect.engine.run.inject import From
 from introspect.grading import forms_pattern, word_forms, word_match
 
 VARIANTS: dict[str, tuple[str, ...]] = {
@@ -217,6 +218,25 @@ def task_a_two_turn(trial: int = 1) -> Conversation:
         ("user", TWO_TURN_QUESTION),
         turn1=head, turn1_end=TWO_TURN_REPLY,
     )
+
+
+def injected_span(prompt: Prompt) -> tuple[int, int | None]:
+    """(first injected position, end or None = through every generated token) of a rendered
+    detection prompt: turn 1 only where the framing marks ``turn1`` (two_turn), else from the
+    ``from`` mark (never the template's first positions: position 0's attention-sink norm).
+    Task A and the trainer both inject by this one rule, so the two cannot drift apart."""
+    if "turn1" in prompt.spans:
+        return prompt.spans["turn1"][0], prompt.spans["turn1_end"][1]
+    return prompt.spans[FROM_MARK][0], None
+
+
+def span_positions(start: int, end: int | None) -> From | list[int]:
+    """A span as an injection's positions: ``From(start)`` when it runs through generation."""
+    return From(start) if end is None else list(range(start, end))
+
+
+def injected_positions(prompt: Prompt) -> From | list[int]:
+    return span_positions(*injected_span(prompt))
 
 
 STEER_PROMPT = "Write one sentence about whatever comes to mind."

@@ -171,17 +171,8 @@ def detection_conv(phrasing: str, trial: int, claim: str | None = None, options:
     return Conversation.of(("user", f"{intro}{claim_text}{start}: {ask}"), **{P.FROM_MARK: start})
 
 
-def injected_span(prompt: Prompt) -> tuple[int, int | None]:
-    """(first injected position, end or None) of a rendered detection prompt: task A's ``from``
-    mark through the answer, or a two-turn prompt's turn 1 only."""
-    if "turn1" in prompt.spans:
-        return prompt.spans["turn1"][0], prompt.spans["turn1_end"][1]
-    return prompt.spans[P.FROM_MARK][0], None
-
-
-def injected_positions(prompt: Prompt) -> From | list[int]:
-    start, end = injected_span(prompt)
-    return From(start) if end is None else list(range(start, end))
+injected_span = P.injected_span  # one rule for task A and training (tasks/prompts.py)
+injected_positions = P.injected_positions
 
 
 def answer_text(tokenizer: Any, text: str) -> str:
@@ -203,7 +194,7 @@ class Encoded:
 
     def positions(self) -> From | list[int]:
         """Where this row's injection goes, as task A injects the same framing."""
-        return From(self.from_pos) if self.until is None else list(range(self.from_pos, self.until))
+        return P.span_positions(self.from_pos, self.until)
 
     def prompt(self) -> Prompt:
         return Prompt(self.ids, "")

@@ -93,19 +93,10 @@ def _conv(trial: Trial, questions: Sequence[str]):
     return BUILDERS[v](trial.index + 1)
 
 
-def _positions(t: Trial, p):
-    """Where a trial's injection goes: turn 1 only for two_turn, else from the ``from`` mark
-    (the blank line before "Trial N"; the steering prompt's request) through every generated
-    token. Never the template's first positions (position 0's attention-sink norm)."""
-    if common.base_variant(t) == "two_turn":
-        return list(range(p.spans["turn1"][0], p.spans["turn1_end"][1]))
-    return From(p.spans[P.FROM_MARK][0])
-
-
 def _injection(ctx: RunContext, t: Trial, p, concepts: Sequence[str]):
     if t.condition in ("control", "steer_control", "bias_control"):
         return None, {}
-    pos = _positions(t, p)
+    pos = P.injected_positions(p)  # two_turn: turn 1 only; else from the ``from`` mark on
     extra = {}
     if t.condition in ("random", "steer_random"):
         inj = common.spec_for(ctx, t, p, pos, random_seed=int(t.id(ctx.fingerprint, ctx.cfg.seed), 16) % 2**31)
@@ -124,16 +115,17 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     concepts = common.pick_concepts(ctx)
     yes_no = common.YesNo(ctx.model.tokenizer)
 
-    def make(t: Trial):
+    def render(t: Trial, conv):
         kind = "A-seed" if common.base_variant(t) == "seed" else "A"  # steer: never +fewshot
-        p = common.render_trial(ctx, t, _conv(t, questions), kind, no_leak=[t.word], avoid=[t.param("vector_word")])
-        inj, extra = _injection(ctx, t, p, concepts)
+        p = common.render_trial(ctx, t, conv, kind, no_leak=[t.word], avoid=[t.param("vector_word")])
+        return p, _injection(ctx, t, p, concepts)
+
+    def make(t: Trial):
+        p, (inj, extra) = render(t, _conv(t, questions))
         return [p], [inj.spec if inj else None], (inj, extra)
 
     def make_latent(t: Trial, conv):
-        p = common.render_trial(ctx, t, conv, "A-seed" if common.base_variant(t) == "seed" else "A",
-                                no_leak=[t.word], avoid=[t.param("vector_word")])
-        inj, _ = _injection(ctx, t, p, concepts)
+        p, (inj, _) = render(t, conv)
         return p, inj.spec if inj else None
 
     latent = {}
