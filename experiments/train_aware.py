@@ -7,8 +7,8 @@
 Trains LoRA on the blocks after --layer only, with the toolkit's injection hooks active in the
 training forward pass and the loss on the answer tokens only. Concepts come from
 concepts/train_words.yaml minus a seeded held-out share; every task-A concept is held out. The
-split is by meaning (--split meaning, the default): no held-out concept's vector at --layer has
-cosine >= --max-cos to a training concept's, and none is a plural, compound or listed synonym of
+split is by meaning (--split meaning, the default): no held-out concept's vector at --layer (or
+--split-layer) has cosine >= --max-cos to a training concept's, and none is a plural, compound or listed synonym of
 one; --split spelling is the old plural-only rule. It is written to OUT/words_train.yaml and
 OUT/words_heldout.yaml (ready for --words-file; each held-out word's nearest training word and
 cosine as a comment) and OUT/split.json. A checkpoint is written every --checkpoint-every steps:
@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="held-out concepts far from every training concept in meaning (default), or plurals only (the old rule)")
     a("--max-cos", type=float, default=d.max_cos,
       help="meaning split: held-out concepts' vector cosine to every training concept stays below this")
+    a("--split-layer", type=int, default=d.split_layer,
+      help="meaning split: judge nearness by the vectors at this layer (default: --layer). Cosines shrink "
+           "with depth, so one --max-cos is laxer at later layers: pass the layer of a split to keep it")
     a("--name-weight", type=float, default=d.name_weight,
       help="loss weight of the concept name's tokens in answers that name the injected concept")
     a("--replay-steered", type=float, default=d.replay_steered,
@@ -81,7 +84,7 @@ def _config(args: argparse.Namespace, layer: int):
                        replay_frac=args.replay_frac, heldout_frac=args.heldout_frac,
                        phrasings=tuple(args.phrasings), checkpoint_every=args.checkpoint_every,
                        words_file=args.words_file, train_words_file=args.train_words_file,
-                       split=args.split, max_cos=args.max_cos, name_weight=args.name_weight,
+                       split=args.split, max_cos=args.max_cos, split_layer=args.split_layer, name_weight=args.name_weight,
                        replay_steered=args.replay_steered, replay_weight=args.replay_weight,
                        gates=not args.no_gates)
 

@@ -281,3 +281,25 @@ def test_cli_refuses_a_finished_adapter_from_other_word_files(tiny_dir, words_fi
     assert train_aware.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and "--train-words-file" in err and "new --out" in err
+
+
+def test_split_layer_judges_nearness_at_its_layer_and_injects_the_trained_layers_vectors(tiny_dir, words_file):
+    # cosines shrink with depth, so one max_cos is laxer at a later layer: a split can be judged at
+    # another layer (e.g. keep layer 20's split for an adapter trained at 24)
+    model = load_model(str(tiny_dir("llama")))
+    cfg = cfg_for(words_file, layer=1, split_layer=0)
+    plan = L.prepare(model, cfg)
+    words = load_words()
+    questions = [q for qs in YES_NO.values() for q in qs]
+    at0, _ = S.make_split(model, 0, WORDS, words.targets, words.baseline, seed=0, heldout_frac=0.3,
+                          avoid=D.task_a_texts(), train_texts=D.training_texts(cfg.phrasings, REPLAY, questions))
+    at1, _ = S.make_split(model, 1, WORDS, words.targets, words.baseline, seed=0, heldout_frac=0.3,
+                          avoid=D.task_a_texts(), train_texts=D.training_texts(cfg.phrasings, REPLAY, questions))
+    assert plan.split == at0 and at0 != at1  # the tiny model's two layers split differently
+    cvs = build_concept_vectors(model, list(plan.train), [0, 1], words.baseline)
+    for w in plan.train:  # the injected vectors are the trained layer's, not the split layer's
+        assert torch.equal(plan.vectors[w], cvs[(w, 1)].vector)
+    with pytest.raises(D.TrainDataError, match="split_layer"):
+        cfg_for(words_file, split_layer=-1)
+    with pytest.raises(D.TrainDataError, match="split_layer 9 is not a layer of this model"):
+        L.prepare(model, cfg_for(words_file, split_layer=9))

@@ -48,6 +48,7 @@ class TrainConfig:
     mix: tuple[tuple[str, float], ...] = D.DEFAULT_MIX
     split: str = "meaning"  # "meaning" (train.split) or "spelling" (the old plural-only rule)
     max_cos: float = S.MAX_COS  # meaning split: held-out words' cosine to every training word stays below
+    split_layer: int | None = None  # meaning split: the layer whose vectors judge nearness (None: ``layer``)
 
     def __post_init__(self) -> None:
         bad = []
@@ -83,6 +84,9 @@ class TrainConfig:
             bad.append(f"split must be one of {', '.join(S.RULES)}, got {self.split!r}")
         if isinstance(self.max_cos, bool) or not isinstance(self.max_cos, (int, float)) or not 0 < self.max_cos < 1:
             bad.append(f"max_cos must be in (0, 1), got {self.max_cos!r}")
+        sl = self.split_layer
+        if sl is not None and (isinstance(sl, bool) or not isinstance(sl, int) or sl < 0):
+            bad.append(f"split_layer must be a layer index >= 0 or None (the trained layer), got {sl!r}")
         if bad:
             raise D.TrainDataError(bad[0])
 

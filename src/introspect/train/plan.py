@@ -84,11 +84,19 @@ def prepare(model: Any, cfg: TrainConfig, *,
     words = load_words(cfg.words_file)
     train_words, replay_prompts = D.load_train_words(cfg.train_words_file)
     yes_no = D.load_yes_no(cfg.train_words_file)
-    split, vecs = S.make_split(model, cfg.layer, train_words, words.targets, words.baseline, seed=cfg.seed,
+    split_layer = cfg.layer if cfg.split_layer is None else cfg.split_layer
+    if not 0 <= split_layer < int(model.cfg.n_layers):
+        raise D.TrainDataError(f"split_layer {split_layer} is not a layer of this model (0..{int(model.cfg.n_layers) - 1})")
+    split, vecs = S.make_split(model, split_layer, train_words, words.targets, words.baseline, seed=cfg.seed,
                                heldout_frac=cfg.heldout_frac, rule=cfg.split, max_cos=cfg.max_cos,
                                avoid=D.task_a_texts(),
                                train_texts=D.training_texts(cfg.phrasings, replay_prompts, [q for q, _ in yes_no]))
     train, held = list(split.train), list(split.heldout)
+    if split_layer != cfg.layer:  # nearness judged at another layer; the injected vectors are the trained layer's
+        from introspect.engine.vectors import build_concept_vectors
+
+        cvs = build_concept_vectors(model, train, [cfg.layer], list(words.baseline))
+        vecs = {w: cvs[(w, cfg.layer)].vector for w in train}
     vectors = {w: vecs[w] for w in train}
     prompts = [D.render(model.tokenizer, D.detection_conv(p, 1)) for p in cfg.phrasings]
     spans = [D.injected_span(pr) for pr in prompts]  # the injected positions (two_turn: turn 1)
