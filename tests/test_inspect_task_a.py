@@ -41,8 +41,7 @@ def _direct(model, out: Path) -> pd.DataFrame:
     steering check and no latent naming: the Inspect task does not read them)."""
     cfg = TaskConfig(layers=LAYERS, alphas=(ALPHA,), alpha_units=UNITS, n_concepts=N_CONCEPTS, n_trials=1,
                      seed=0, max_new_tokens=TOKENS, variant="paper", n_samples=SAMPLES,
-                     batch_size=8).with_options(n_bias=N_BIAS, steer_check=False,
-                                                                    latent_naming=False)
+                     batch_size=8).with_options(n_bias=N_BIAS, steer_check=False, latent_naming=False)
     run_grid(model, ["A"], cfg, out, progress=False)
     return load_results(out)
 

@@ -90,6 +90,11 @@ class TrainConfig:
         if bad:
             raise D.TrainDataError(bad[0])
 
+    @property
+    def split_at(self) -> int:
+        """The layer whose vectors judge the meaning split: ``split_layer``, else the trained layer."""
+        return self.layer if self.split_layer is None else self.split_layer
+
     def to_dict(self) -> dict[str, Any]:
         return as_record(self)
 

@@ -352,7 +352,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     _atomic_text(out / "words_heldout.yaml", _words_yaml(plan.heldout, plan.baseline, "never trained on: " + note,
                                                           plan.split))
     _atomic_text(out / S.SPLIT_FILE, json.dumps({**plan.split.to_dict(), "word_files": hashes, "layer": cfg.layer,
-                                                  "split_layer": cfg.layer if cfg.split_layer is None else cfg.split_layer,
+                                                  "split_layer": cfg.split_at,
                                                   "seed": cfg.seed}, indent=2) + "\n")
     prep_s = time.perf_counter() - t0
 

@@ -84,7 +84,7 @@ def prepare(model: Any, cfg: TrainConfig, *,
     words = load_words(cfg.words_file)
     train_words, replay_prompts = D.load_train_words(cfg.train_words_file)
     yes_no = D.load_yes_no(cfg.train_words_file)
-    split_layer = cfg.layer if cfg.split_layer is None else cfg.split_layer
+    split_layer = cfg.split_at
     if not 0 <= split_layer < int(model.cfg.n_layers):
         raise D.TrainDataError(f"split_layer {split_layer} is not a layer of this model (0..{int(model.cfg.n_layers) - 1})")
     split, vecs = S.make_split(model, split_layer, train_words, words.targets, words.baseline, seed=cfg.seed,
