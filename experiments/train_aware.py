@@ -129,7 +129,9 @@ def _gates_line(g: dict) -> str:
     marks = {True: "pass", False: "FAIL", None: "not measured"}
     return ("damage gates: " + "; ".join(f"{k} {f(g[k])} ({g['gates'][k]}: {marks[g['passed'][k]]})" for k in g["passed"])
             + f"; replay KL to the base model {f(g['replay_kl'])} nats/token over {g['replay_n']} held-out prompts, "
-            f"base model decoded again identical {f(g['replay_identical_base'])}; content answers of the base model "
+            f"base model decoded again identical {f(g['replay_identical_base'])}, a random weight change of the "
+            f"adapter's size identical {f(g.get('replay_identical_random'))}; detection phrases of the base model "
+            f"{f(g.get('detection_phrases_base'))}; content answers of the base model "
             f"under the same injection {f(g['content_answers_base'])}")
 
 

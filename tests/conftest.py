@@ -35,10 +35,10 @@ def _train_tokenizer(path: Path):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    corpus = []
-    concepts = Path(__file__).resolve().parents[1] / "concepts"
-    for f in concepts.glob("*.yaml"):
-        corpus += f.read_text().splitlines()
+    # Frozen: the concept files as they were on 2026-11-27 (commit c80f437), in the order they were
+    # read then. The tiny models' vocabulary, and with it every figure a tiny-model test checks
+    # (splits, greedy choices, yes-gaps), must not move when training data is added to concepts/.
+    corpus = (Path(__file__).resolve().parent / "data" / "tokenizer_corpus.txt").read_text().splitlines()
     corpus += ["Human: Tell me about it. Assistant: Ok. INJECTION: NO_INJECTION THOUGHT: REPEAT: CHOICE: 1 2 3"]
     corpus += ["Yes yes No no, yes. No. Yes, no."] * 50
     tok = Tokenizer(models.BPE(unk_token="<unk>"))

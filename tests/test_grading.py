@@ -714,6 +714,23 @@ def test_bias_answers_tell_detection_denials_from_answers(text, correct, kind, d
     assert g["said_yes"] is {"YES": True, "NO": False, None: None}[G.parse_yes_no(text)]  # as before
 
 
+@pytest.mark.parametrize("text, report", [
+    # where nothing asked about thoughts (the damage gates' prompts), a claim or a denial of an
+    # injected thought is a report on thoughts; so is the strict format's denial
+    ("Yes, I detect an injected thought about the ocean.", True),
+    ("No, I don't detect an injected thought.", True),
+    ("NO_INJECTION", True),
+    ("There is no injected thought here.", True),
+    # an answer about the question's content is not, even with a perception verb or "thought"
+    ("I don't feel sure the Pacific is small.", False),
+    ("The thought of summer makes me happy.", False),
+    ("A football team has eleven players on the field.", False),
+    ("Do I detect an injected thought? No, the sun is not colder than ice.", False),
+])
+def test_reports_on_thoughts_counts_claims_and_denials(text, report):
+    assert G.reports_on_thoughts(text) is report
+
+
 def test_denies_detection_reads_assertions_only():
     assert G.denies_detection("I do not detect anything unusual.")
     assert not G.denies_detection("Is there no injected thought?")  # a question asserts nothing

@@ -181,7 +181,23 @@ def test_adapter_off_is_exactly_the_base_model_and_gates_see_the_difference(tiny
         assert g["passed"][k] == (g[k] >= bound if op == ">=" else g[k] <= bound)
     plan.replay_heldout = items  # the adapter's own answers: identical by construction, KL measured on them
     g2 = G.damage_gates(model, plan, cfg)
-    assert g2["replay_identical"] == 1.0
+    assert g2["replay_identical"] == 1.0 and g2["replay_first_difference_median"] is None  # the twin was undone
+    assert 0 <= g["replay_identical_random"] <= 1
+    state = {n: w.detach().clone() for n, w in model.original_model.named_parameters() if "lora_" in n}
+    with G.random_twin(model, seed=1):  # the same size, other directions: a different model
+        assert not torch.allclose(next_token_logprobs(model, [p]), moved, atol=1e-3)
+        for n, w in model.original_model.named_parameters():
+            if "lora_B" in n:
+                a = dict(model.original_model.named_parameters())[n.replace("lora_B", "lora_A")]
+                b0, a0 = state[n], state[n.replace("lora_B", "lora_A")]
+                assert torch.allclose((w @ a).norm(), (b0 @ a0).norm(), rtol=1e-4)
+    assert all(torch.equal(w, state[n]) for n, w in model.original_model.named_parameters() if "lora_" in n)
+    assert 0 <= g["replay_first_difference_median"] <= 6 and 0 <= g["detection_phrases_base"] <= 1
+
+
+def test_first_difference():
+    assert G.first_difference((1, 2, 3), (1, 2, 4)) == 2 and G.first_difference((5,), (6,)) == 0
+    assert G.first_difference((1, 2), (1, 2, 3)) == 2 and G.first_difference((1, 2), (1, 2)) == 2
 
 
 # ---------------------------------------------------------------- the control's control
@@ -284,3 +300,17 @@ def test_two_turn_rows_inject_over_turn_one_only_as_task_a_does(tiny):
         for i in range(0, len(encs), 8):
             L.group_loss(tiny, encs[i:i + 8], specs[i:i + 8], stats=stats)
     assert fired_expected > 0 and stats.fired == fired_expected  # turn 1 only: never the question or the answer
+
+
+def test_gates_line_puts_the_matched_controls_beside_the_gates():
+    from experiments.train_aware import _gates_line
+
+    g = {"gates": {k: f"{op} {b:g}" for k, (op, b) in G.GATES.items()},
+         "passed": {"replay_identical": False, "detection_phrases": True, "content_answers": None},
+         "replay_identical": 0.11, "detection_phrases": 0.0, "content_answers": None, "replay_kl": 0.05,
+         "replay_n": 55, "replay_identical_base": 1.0, "replay_identical_random": 0.13,
+         "detection_phrases_base": 0.0, "content_answers_base": 0.41}
+    line = _gates_line(g)
+    assert "\n" not in line and "replay_identical 0.11 (>= 0.8: FAIL)" in line
+    assert "content_answers n/a (>= 0.9: not measured)" in line
+    assert "a random weight change of the adapter's size identical 0.13" in line

@@ -447,6 +447,11 @@ def test_an_anomaly_detector_reacts_to_any_perturbation():
     recs = _set(_perfect(), "random", detected=True)  # a Gaussian push reported as often
     v = verdict(summarize(flat(recs)))
     assert (v.value, v.condition) == (0.5, "reacts to any perturbation") and "Gaussian ablation" in v.note
+    assert "it tells the concepts apart" in v.note  # it names what it was given, though it says yes to noise
+    unnamed = _set(recs, "injected", identified=False)
+    v = verdict(summarize(flat(unnamed)))
+    assert v.condition == "reacts to any perturbation" and "names the concept" in v.note
+    assert "tells the concepts apart" not in v.note
 
 
 def test_records_without_bias_questions_cannot_be_detected():

@@ -12,7 +12,7 @@ Modules: ``words`` (word forms, matching), ``text`` (cutting, sentences, coheren
 (task B), ``intent`` (task C), ``tokens`` (white-box yes/no probabilities).
 """
 
-from introspect.grading.bias import denies_detection, grade_bias_answer
+from introspect.grading.bias import denies_detection, grade_bias_answer, reports_on_thoughts
 from introspect.grading.detection import (
     detection_stance,
     explicit_detection,
@@ -50,6 +50,6 @@ __all__ = [
     "free_form_detection", "grade_bias_answer", "grade_task_A",
     "grade_task_B", "grade_task_C", "inflections", "intent_cues", "is_question", "levenshtein",
     "names_concept", "normalize_word", "parse_choice", "parse_injection_report", "parse_intent",
-    "parse_task_B", "parse_thought_free", "parse_yes_no", "sentences", "word_forms", "word_match",
+    "parse_task_B", "parse_thought_free", "parse_yes_no", "reports_on_thoughts", "sentences", "word_forms", "word_match",
     "yes_no_probs", "yes_no_token_ids",
 ]

@@ -31,7 +31,7 @@ class TrainConfig:
     n_trials: int = 10  # "Trial N" numbers drawn from 1..n_trials
     replay_frac: float = 0.3
     replay_prompts: int = 1000  # how many neutral questions are replayed (each in R.SHAPES: 5 items)
-    replay_heldout: int = 10  # questions (with all their items) kept for the damage gates, at most a fifth
+    replay_heldout: int = 12  # questions (with all their items: >= 50) kept for the damage gates, at most a fifth
     replay_tokens: int = 40
     yes_no_heldout: float = 0.25  # share of the content rows' yes/no questions kept for the damage gates
     name_weight: float = 3.0  # loss weight of the concept name's tokens in answers that name it

@@ -8,9 +8,14 @@ task A's own bias questions):
 
 * ``replay_identical`` ≥ 0.80: greedy answers identical to the base model's (and the mean
   per-token KL from the base model's distribution to the adapter's over those answers, reported;
-  beside it the base model decoded again, adapter off: how identical greedy answers can be here);
+  beside it the base model decoded again, adapter off: how identical greedy answers can be here;
+  a random weight change of the adapter's size in its place (``random_twin``): how identical any
+  change that large leaves them, learned or not; and where the answers part, the median first
+  differing token, a reading);
 * ``detection_phrases`` ≤ 0.02: answers to prompts that ask nothing about thoughts (held-out
-  replay, clean yes/no questions) that report a detected thought;
+  replay, clean yes/no questions) that report on injected thoughts, claiming one or denying one
+  ("No, I don't detect an injected thought." to "How many players are on a football team?" is
+  damage too); the base model's rate on the same prompts beside it;
 * ``content_answers`` ≥ 0.90: under a training concept's injection (the training vectors in
   turn, at the middle of the trained strengths), unrelated yes/no questions in the trained
   framings answered on their content (a yes or no to the question), not with a
@@ -19,6 +24,7 @@ task A's own bias questions):
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -26,8 +32,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from introspect.engine.run.inject import InjectionSpec
-from introspect.grading.bias import grade_bias_answer
-from introspect.grading.detection import explicit_detection
+from introspect.grading.bias import grade_bias_answer, reports_on_thoughts
 from introspect.tasks.prompts import load_bias_items
 from introspect.train import data as D
 from introspect.train import replay as R
@@ -56,6 +61,37 @@ def adapter_off(model: Any) -> Iterator[None]:
             m._disable_adapters = f
 
 
+@contextmanager
+def random_twin(model: Any, seed: int = 0) -> Iterator[None]:
+    """The attached adapter's weights swapped, for as long as the block runs, for random ones of the
+    same size: in every LoRA map, random A and B whose product has the trained B·A's Frobenius
+    norm (same rank, same scale). The matched control of the identity gate: how many greedy
+    answers any weight change of this size leaves identical, learned or not."""
+    from peft.tuners.lora import LoraLayer
+
+    g = torch.Generator().manual_seed(seed)
+    saved = []
+    with torch.no_grad():
+        for m in model.original_model.modules():
+            if not isinstance(m, LoraLayer):
+                continue
+            for name in m.lora_A:
+                a, b = m.lora_A[name].weight, m.lora_B[name].weight
+                saved.append((a, b, a.detach().clone(), b.detach().clone()))
+                ra = torch.randn(a.shape, generator=g).to(a)
+                rb = torch.randn(b.shape, generator=g).to(b)
+                norm = (b.float() @ a.float()).norm() / (rb.float() @ ra.float()).norm().clamp_min(1e-12)
+                a.copy_(ra)
+                b.copy_(rb * norm.to(b.dtype))
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for a, b, a0, b0 in saved:
+                a.copy_(a0)
+                b.copy_(b0)
+
+
 def _answer_kl(model: Any, prompt_ids: list[int], answer: list[int]) -> float:
     """Mean over the answer's tokens of KL(base ‖ adapted) of the next-token distributions."""
     hf, dev = model.original_model, model.cfg.device
@@ -66,6 +102,12 @@ def _answer_kl(model: Any, prompt_ids: list[int], answer: list[int]) -> float:
         with adapter_off(model):
             base = torch.log_softmax(hf(input_ids=ids).logits[0, -n - 1:-1].float(), -1)
     return float((base.exp() * (base - adapted)).sum(-1).mean())
+
+
+def first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """Index of the first token where two answers differ (the shorter one's length if one is a
+    prefix of the other); ``len(a)`` when they are identical."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def _passes(name: str, value: float | None) -> bool | None:
@@ -86,18 +128,26 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     held = plan.replay_heldout
     prompts = [D.render(tok, r.conversation()) for r in held]
     gens = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
-    same, kls, replies = 0, [], []
+    same, kls, replies, parts = 0, [], [], []
     for r, p, g in zip(held, prompts, gens):
-        same += R.answer_ids(g, eos) == r.ids
+        ids = R.answer_ids(g, eos)
+        same += ids == r.ids
+        if ids != r.ids:
+            parts.append(first_difference(ids, r.ids))
         kls.append(_answer_kl(model, list(p.ids), list(r.ids)))
         replies.append(g.text)
     with adapter_off(model):  # the floor: the base model itself, decoded again in this batch
         again = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
     base_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, again))
+    with random_twin(model, cfg.seed):  # the matched control: a random weight change of the adapter's size
+        twin = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
+    twin_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, twin))
     out["replay_n"] = len(held)
     out["replay_identical"] = same / len(held) if held else None
     out["replay_identical_base"] = base_same / len(held) if held else None
+    out["replay_identical_random"] = twin_same / len(held) if held else None
     out["replay_kl"] = sum(kls) / len(kls) if kls else None
+    out["replay_first_difference_median"] = float(statistics.median(parts)) if parts else None
     # 2. detection phrases where nothing asks about thoughts: held-out replay and clean yes/no questions
     items = [*plan.gate_questions, *load_bias_items()]
     convs = [D.detection_conv(cfg.phrasings[i % len(cfg.phrasings)], 1, question=q) for i, (q, _) in enumerate(items)]
@@ -105,7 +155,12 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     clean = generate(model, cprompts, max_new_tokens=CONTENT_TOKENS) if items else []
     texts = [*replies, *(g.text for g in clean)]
     out["detection_phrases_n"] = len(texts)
-    out["detection_phrases"] = sum(map(explicit_detection, texts)) / len(texts) if texts else None
+    out["detection_phrases"] = sum(map(reports_on_thoughts, texts)) / len(texts) if texts else None
+    with adapter_off(model):
+        clean_base = generate(model, cprompts, max_new_tokens=CONTENT_TOKENS) if items else []
+    base_texts = [*(tok.decode([t for t in r.ids if t != eos], skip_special_tokens=True) for r in held),
+                  *(g.text for g in clean_base)]
+    out["detection_phrases_base"] = sum(map(reports_on_thoughts, base_texts)) / len(base_texts) if base_texts else None
     # 3. injected: answered on content (adapter, and the base model beside it)
     mid = sum(cfg.strength) / 2
     specs = [InjectionSpec(cfg.layer, mid * plan.resid[cfg.phrasings[i % len(cfg.phrasings)]],
@@ -123,7 +178,7 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     out["content_n"] = len(items)
     out["content_answers"] = on_content(inj)
     out["content_answers_base"] = on_content(base)
-    out["content_reports_detection"] = (sum(map(explicit_detection, (g.text for g in inj))) / len(inj)) if inj else None
+    out["content_reports_detection"] = (sum(map(reports_on_thoughts, (g.text for g in inj))) / len(inj)) if inj else None
     out["content_strength"] = mid
     out["passed"] = {k: _passes(k, out[k]) for k in GATES}
     out["all_passed"] = all(v is True for v in out["passed"].values())

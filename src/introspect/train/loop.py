@@ -347,7 +347,9 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
         check_resume(ckpt, ckpt_path, hashes, plan.split)
     out.mkdir(parents=True, exist_ok=True)
     note = (f"adapter training split ({cfg.split} rule" + (f", max cos {cfg.max_cos:g}" if cfg.split == "meaning" else "")
-            + f", seed {cfg.seed}, layer {cfg.layer}) for {info.name}; baseline as concepts/words.yaml")
+            + f", seed {cfg.seed}, layer {cfg.layer}"
+            + (f", nearness judged at layer {cfg.split_at}" if cfg.split_at != cfg.layer else "")
+            + f") for {info.name}; baseline as concepts/words.yaml")
     _atomic_text(out / "words_train.yaml", _words_yaml(plan.train, plan.baseline, "trained on: " + note))
     _atomic_text(out / "words_heldout.yaml", _words_yaml(plan.heldout, plan.baseline, "never trained on: " + note,
                                                           plan.split))

@@ -94,14 +94,18 @@ def _judge(rows: list[dict], model: str, r: dict) -> tuple[str, str]:
             return "yes-bias", f"{where} ({bias_txt})"
         return "blocked", f"{where}: not clearly beyond the yes-bias ({bias_txt})"
     gauss = _find(rows, "net_vs_random", r)
-    if gauss is None or not gauss["lo"] > 0:
-        return "perturbation", f"{where} (Net over the Gaussian ablation {_ci(gauss)})"
-    other = ", ".join(f"{name} {x['value']:.2f}" for name, m in (("another concept's vector", "concept_random_detection"),
-                                                                  ("−v", "negative_detection"))
-                      if (x := _find(rows, m, r)) is not None)
     ident, follows = _find(rows, "identification_vs_random", r), _find(rows, "follows_vector", r)
     named = ident is not None and ident["p_holm"] < EFFECT_P and holm_interval(ident, EFFECT_P)[0] > 0
     follows_ok = follows is not None and follows["lo"] > 0
+    if gauss is None or not gauss["lo"] > 0:
+        # its yes is not specific to concepts; whether its words are is still worth saying
+        tells = (f"; names the concept vs under another's vector {_ci(ident)}, follows the vector {_ci(follows)}"
+                 + (": it tells the concepts apart, though its yes is not specific to them" if named and follows_ok
+                    else ""))
+        return "perturbation", f"{where} (Net over the Gaussian ablation {_ci(gauss)}{tells})"
+    other = ", ".join(f"{name} {x['value']:.2f}" for name, m in (("another concept's vector", "concept_random_detection"),
+                                                                  ("−v", "negative_detection"))
+                      if (x := _find(rows, m, r)) is not None)
     lat, lat_f = _find(rows, "latent_identification_vs_random", r), _find(rows, "latent_follows_vector", r)
     latent = (lat is not None and lat["p_holm"] < EFFECT_P and holm_interval(lat, EFFECT_P)[0] > 0
               and lat_f is not None and lat_f["lo"] > 0)
