@@ -186,11 +186,10 @@ def test_adapter_off_is_exactly_the_base_model_and_gates_see_the_difference(tiny
     state = {n: w.detach().clone() for n, w in model.original_model.named_parameters() if "lora_" in n}
     with G.random_twin(model, seed=1):  # the same size, other directions: a different model
         assert not torch.allclose(next_token_logprobs(model, [p]), moved, atol=1e-3)
-        for n, w in model.original_model.named_parameters():
-            if "lora_B" in n:
-                a = dict(model.original_model.named_parameters())[n.replace("lora_B", "lora_A")]
-                b0, a0 = state[n], state[n.replace("lora_B", "lora_A")]
-                assert torch.allclose((w @ a).norm(), (b0 @ a0).norm(), rtol=1e-4)
+        now = dict(model.original_model.named_parameters())
+        for n in (n for n in state if "lora_B" in n):
+            na = n.replace("lora_B", "lora_A")
+            assert torch.allclose((now[n] @ now[na]).norm(), (state[n] @ state[na]).norm(), rtol=1e-4)
     assert all(torch.equal(w, state[n]) for n, w in model.original_model.named_parameters() if "lora_" in n)
     assert 0 <= g["replay_first_difference_median"] <= 6 and 0 <= g["detection_phrases_base"] <= 1
 
