@@ -149,7 +149,9 @@ def four_runs(tiny_dir, tmp_path_factory):
 
 def test_same_seed_same_records(four_runs):
     a, b = _trials(four_runs["d1"]), _trials(four_runs["d2"])
-    assert a and not _diff(a, b)
+    # Text, grades and ids must match exactly. Probabilities to 1e-6: the CPU kernels may split a
+    # reduction across threads differently from run to run (seen once in CI: a 1e-9 difference).
+    assert a and not _diff(a, b, rel=1e-6)
 
 
 def test_shards_merge_to_unsharded(four_runs):
