@@ -132,7 +132,8 @@ def _gates_line(g: dict) -> str:
             f"base model decoded again identical {f(g['replay_identical_base'])}, a random weight change of the "
             f"adapter's size identical {f(g.get('replay_identical_random'))}; detection phrases of the base model "
             f"{f(g.get('detection_phrases_base'))}; content answers of the base model "
-            f"under the same injection {f(g['content_answers_base'])}")
+            f"under the same injection {f(g['content_answers_base'])}"
+            + "".join(f"\n  caught by the detection-phrase gate: {t!r}" for t in g.get("detection_phrases_examples", ())))
 
 
 def _report_check(model, out: Path, layer: int, cfg, n: int) -> None:

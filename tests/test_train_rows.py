@@ -16,6 +16,7 @@ import yaml
 
 from introspect.engine.load.models import load_model
 from introspect.engine.run.decode import next_token_logprobs
+from introspect.grading.bias import reports_on_thoughts
 from introspect.train import data as D
 from introspect.train import gates as G
 from introspect.train import loop as L
@@ -192,6 +193,9 @@ def test_adapter_off_is_exactly_the_base_model_and_gates_see_the_difference(tiny
             assert torch.allclose((now[n] @ now[na]).norm(), (state[n] @ state[na]).norm(), rtol=1e-4)
     assert all(torch.equal(w, state[n]) for n, w in model.original_model.named_parameters() if "lora_" in n)
     assert 0 <= g["replay_first_difference_median"] <= 6 and 0 <= g["detection_phrases_base"] <= 1
+    caught = g["detection_phrases_examples"]  # the answers behind the rate, each one a report
+    assert len(caught) == min(G.EXAMPLES, round(g["detection_phrases"] * g["detection_phrases_n"]))
+    assert all(map(reports_on_thoughts, caught))
 
 
 def test_first_difference():
@@ -313,3 +317,5 @@ def test_gates_line_puts_the_matched_controls_beside_the_gates():
     assert "\n" not in line and "replay_identical 0.11 (>= 0.8: FAIL)" in line
     assert "content_answers n/a (>= 0.9: not measured)" in line
     assert "a random weight change of the adapter's size identical 0.13" in line
+    caught = _gates_line({**g, "detection_phrases_examples": ["I detect an injected thought."]}).splitlines()
+    assert caught[1:] == ["  caught by the detection-phrase gate: 'I detect an injected thought.'"]

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 GATES = {"replay_identical": (">=", 0.80), "detection_phrases": ("<=", 0.02), "content_answers": (">=", 0.90)}
 CONTENT_TOKENS = 24
+EXAMPLES = 5  # answers the detection-phrase gate caught, kept in the summary to be read
 
 
 @contextmanager
@@ -156,6 +157,7 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     texts = [*replies, *(g.text for g in clean)]
     out["detection_phrases_n"] = len(texts)
     out["detection_phrases"] = sum(map(reports_on_thoughts, texts)) / len(texts) if texts else None
+    out["detection_phrases_examples"] = [t for t in texts if reports_on_thoughts(t)][:EXAMPLES]  # what the gate caught
     with adapter_off(model):
         clean_base = generate(model, cprompts, max_new_tokens=CONTENT_TOKENS) if items else []
     base_texts = [*(tok.decode([t for t in r.ids if t != eos], skip_special_tokens=True) for r in held),
