@@ -39,7 +39,7 @@ def tiny_cfg(words_file: str, **kw) -> L.TrainConfig:
     base = dict(layer=1, steps=60, batch_size=8, lr=1e-2, rank=8, warmup=2, replay_prompts=2, replay_tokens=6,
                 checkpoint_every=1000, phrasings=("short",), strength=(0.5, 1.0), heldout_frac=0.0, n_trials=2,
                 train_words_file=words_file, mix=(("positive", 0.5), ("clean", 0.5)), replay_frac=0.25,
-                split="spelling", gates=False, replay_distill=False)  # the training mechanics on all ten words (test_train_split covers the split)
+                split="spelling", gates=False, replay_distill=False, replay_weight=1.0)  # the training mechanics on all ten words (test_train_split covers the split)
     return L.TrainConfig(**{**base, **kw})
 
 
@@ -403,6 +403,9 @@ def test_a_config_recorded_before_new_fields_is_the_same_config(words_file):
     missing fields read as their defaults; a changed value is still another config."""
     cfg = tiny_cfg(words_file)
     old = {k: v for k, v in cfg.to_dict().items() if k not in ("replay_steered", "replay_weight")}
-    assert L.same_config(old, cfg)
+    # replay_weight's default changed (1 → 8): a record without it was made at 1, today's default is not it
+    assert L.TrainConfig(layer=1).replay_weight == 8.0 and cfg.replay_weight == 1.0  # tiny_cfg pins the old weight
+    assert L.same_config(old, cfg) and not L.same_config(old, tiny_cfg(words_file, replay_weight=8.0))
+    assert L.TrainConfig.from_dict(old).replay_weight == 1.0 and L.TrainConfig.from_dict(old).replay_steered == 0.0
     assert not L.same_config({**old, "steps": 61}, cfg)
     assert not L.same_config(None, cfg) and not L.same_config({"layer": "x"}, cfg)

@@ -213,7 +213,7 @@ def test_training_with_the_injection_switched_off_leaves_the_yes_gap(tiny_dir, t
     cfg = L.TrainConfig(layer=1, steps=60, batch_size=8, lr=1e-2, rank=8, warmup=2, replay_prompts=2,
                         replay_tokens=6, checkpoint_every=1000, phrasings=("short",), strength=(0.5, 1.0),
                         heldout_frac=0.0, n_trials=2, train_words_file=str(p), mix=(("positive", 0.5), ("clean", 0.5)),
-                        split="spelling", gates=False, replay_frac=0.25, replay_distill=False)
+                        split="spelling", gates=False, replay_frac=0.25, replay_distill=False, replay_weight=1.0)
 
     def gap(model, plan) -> float:
         tok = model.tokenizer

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from introspect.train import data as D
 from introspect.train import split as S
@@ -38,7 +38,7 @@ class TrainConfig:
     gates: bool = True  # measure the damage gates (train.gates) after training
     replay_distill: bool = True  # replay rows learn the base model's distributions (KL), not just its tokens
     replay_steered: float = 0.0  # share of replay rows with a training concept injected (teacher: the base model, same injection)
-    replay_weight: float = 1.0  # loss weight of a replay row against a detection row
+    replay_weight: float = 8.0  # loss weight of a replay row against a detection row (1.0 before 2026-11-27)
     heldout_frac: float = 0.1  # share of the training word list held out too (targets always are)
     phrasings: tuple[str, ...] = D.PHRASINGS
     checkpoint_every: int = 20
@@ -49,6 +49,9 @@ class TrainConfig:
     split: str = "meaning"  # "meaning" (train.split) or "spelling" (the old plural-only rule)
     max_cos: float = S.MAX_COS  # meaning split: held-out words' cosine to every training word stays below
     split_layer: int | None = None  # meaning split: the layer whose vectors judge nearness (None: ``layer``)
+
+    # Defaults that changed: a record written without the field was made with this value, not today's.
+    PAST_DEFAULTS: ClassVar[dict[str, Any]] = {"replay_weight": 1.0}
 
     def __post_init__(self) -> None:
         bad = []
@@ -116,10 +119,12 @@ def _tupled(v: Any) -> Any:
 
 
 def from_record(cls: type, d: dict[str, Any]) -> Any:
-    """``cls`` back from its record: unknown keys dropped, fields added since read as their defaults,
-    JSON lists turned back into the tuples a frozen dataclass holds."""
+    """``cls`` back from its record: unknown keys dropped, fields added since read as their defaults
+    (or, where a default changed since, as ``cls.PAST_DEFAULTS`` says it was), JSON lists turned back
+    into the tuples a frozen dataclass holds."""
     names = {f.name for f in fields(cls)}
-    return cls(**{k: _tupled(v) for k, v in d.items() if k in names})
+    past = {k: v for k, v in getattr(cls, "PAST_DEFAULTS", {}).items() if k not in d}
+    return cls(**past, **{k: _tupled(v) for k, v in d.items() if k in names})
 
 
 def same_record(old: dict[str, Any] | None, cfg: Any) -> bool:
