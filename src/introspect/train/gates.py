@@ -118,6 +118,11 @@ def _passes(name: str, value: float | None) -> bool | None:
     return value >= bound if op == ">=" else value <= bound
 
 
+def _reporting_share(texts: list[str]) -> float | None:
+    """Share of the texts that report on injected thoughts (claims or denials); None for none."""
+    return sum(map(reports_on_thoughts, texts)) / len(texts) if texts else None
+
+
 def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     """Measure the three gates on the trained (attached) adapter; figures, n and pass/fail."""
     from introspect.engine.run.decode import generate
@@ -155,14 +160,15 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     cprompts = [D.render(tok, c) for c in convs]
     clean = generate(model, cprompts, max_new_tokens=CONTENT_TOKENS) if items else []
     texts = [*replies, *(g.text for g in clean)]
+    caught = [t for t in texts if reports_on_thoughts(t)]
     out["detection_phrases_n"] = len(texts)
-    out["detection_phrases"] = sum(map(reports_on_thoughts, texts)) / len(texts) if texts else None
-    out["detection_phrases_examples"] = [t for t in texts if reports_on_thoughts(t)][:EXAMPLES]  # what the gate caught
+    out["detection_phrases"] = len(caught) / len(texts) if texts else None
+    out["detection_phrases_examples"] = caught[:EXAMPLES]  # what the gate caught
     with adapter_off(model):
         clean_base = generate(model, cprompts, max_new_tokens=CONTENT_TOKENS) if items else []
     base_texts = [*(tok.decode([t for t in r.ids if t != eos], skip_special_tokens=True) for r in held),
                   *(g.text for g in clean_base)]
-    out["detection_phrases_base"] = sum(map(reports_on_thoughts, base_texts)) / len(base_texts) if base_texts else None
+    out["detection_phrases_base"] = _reporting_share(base_texts)
     # 3. injected: answered on content (adapter, and the base model beside it)
     mid = sum(cfg.strength) / 2
     specs = [InjectionSpec(cfg.layer, mid * plan.resid[cfg.phrasings[i % len(cfg.phrasings)]],
@@ -180,7 +186,7 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     out["content_n"] = len(items)
     out["content_answers"] = on_content(inj)
     out["content_answers_base"] = on_content(base)
-    out["content_reports_detection"] = (sum(map(reports_on_thoughts, (g.text for g in inj))) / len(inj)) if inj else None
+    out["content_reports_detection"] = _reporting_share([g.text for g in inj])
     out["content_strength"] = mid
     out["passed"] = {k: _passes(k, out[k]) for k in GATES}
     out["all_passed"] = all(v is True for v in out["passed"].values())
