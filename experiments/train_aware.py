@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--no-gates", action="store_true",
       help="skip the damage gates after training (replay identical to the base model, detection phrases, "
            "content answers under injection)")
-    a("--phrasings", nargs="+", default=list(d.phrasings), choices=ALL_PHRASINGS)
+    a("--phrasings", nargs="+", default=list(d.phrasings), choices=ALL_PHRASINGS,
+      help="task A framings to train on, one a step in turn; list one more than once for more of its steps")
     a("--checkpoint-every", type=int, default=d.checkpoint_every)
     a("--words-file", help="targets/baseline YAML (default concepts/words.yaml); every target is held out")
     a("--train-words-file", help="training words YAML (default concepts/train_words.yaml)")

@@ -10,6 +10,8 @@ and training with the injection switched off must not teach the model to tell in
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
 import yaml
@@ -196,6 +198,15 @@ def test_adapter_off_is_exactly_the_base_model_and_gates_see_the_difference(tiny
     caught = g["detection_phrases_examples"]  # the answers behind the rate, each one a report
     assert len(caught) == min(G.EXAMPLES, round(g["detection_phrases"] * g["detection_phrases_n"]))
     assert all(map(reports_on_thoughts, caught))
+
+
+def test_a_phrasing_listed_twice_trains_on_twice_the_steps():
+    """``--phrasings paper two_turn short two_turn``: steps cycle through the list, so two_turn
+    gets half of them (the two-framing recipe in docs/positive-control.md relies on this)."""
+    assert L.TrainConfig(layer=1, phrasings=("paper", "two_turn", "short", "two_turn")).phrasings[3] == "two_turn"
+    got = Counter(r.phrasing for r in rows(40, phrasings=("paper", "two_turn", "short", "two_turn"))
+                  if r.kind != "replay")
+    assert got["two_turn"] == got["paper"] + got["short"] and got["paper"] > 0 and got["short"] > 0
 
 
 def test_first_difference():
