@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -67,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
            "content answers under injection)")
     a("--phrasings", nargs="+", default=list(d.phrasings), choices=ALL_PHRASINGS,
       help="task A framings to train on, one a step in turn; list one more than once for more of its steps")
+    a("--mix", nargs="+", default=[], metavar="KIND=SHARE",
+      help="change the shares of training row kinds (the rest keep theirs; shares are relative weights). "
+           "Default: " + " ".join(f"{k}={v:g}" for k, v in d.mix))
     a("--checkpoint-every", type=int, default=d.checkpoint_every)
     a("--words-file", help="targets/baseline YAML (default concepts/words.yaml); every target is held out")
     a("--train-words-file", help="training words YAML (default concepts/train_words.yaml)")
@@ -75,6 +79,25 @@ def build_parser() -> argparse.ArgumentParser:
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
     return ap
+
+
+def parse_mix(items: list[str]) -> tuple[tuple[str, float], ...]:
+    """--mix KIND=SHARE ... over the default mix: named kinds get the new share, in place."""
+    from introspect.train.data import DEFAULT_MIX, KINDS, TrainDataError
+
+    new: dict[str, float] = {}
+    for item in items:
+        kind, eq, share = item.partition("=")
+        try:
+            value = float(share) if eq else math.nan
+        except ValueError:
+            value = math.nan
+        if kind not in KINDS or not math.isfinite(value) or value < 0:
+            raise TrainDataError(f"--mix {item!r}: want KIND=SHARE, KIND one of {', '.join(KINDS)} and SHARE "
+                                 "a number >= 0 (e.g. --mix gaussian=0.3 clean=0.06)")
+        new[kind] = value
+    mix = dict(DEFAULT_MIX) | new
+    return tuple(mix.items())
 
 
 def _config(args: argparse.Namespace, layer: int):
@@ -87,7 +110,7 @@ def _config(args: argparse.Namespace, layer: int):
                        words_file=args.words_file, train_words_file=args.train_words_file,
                        split=args.split, max_cos=args.max_cos, split_layer=args.split_layer, name_weight=args.name_weight,
                        replay_steered=args.replay_steered, replay_weight=args.replay_weight,
-                       gates=not args.no_gates)
+                       gates=not args.no_gates, mix=parse_mix(args.mix))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -270,7 +270,8 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(tiny_dir, tmp_path, capsys
     model_dir = str(tiny_dir("llama"))
     capsys.readouterr()  # the fixture's own output, if it just saved the model
     out = tmp_path / "never"
-    for argv in (["--steps", "0"], ["--layer", "3"], ["--strength", "1", "0.5"], ["--lr", "nan"]):
+    for argv in (["--steps", "0"], ["--layer", "3"], ["--strength", "1", "0.5"], ["--lr", "nan"],
+                 ["--mix", "gausian=0.3"], ["--mix", "gaussian=-1"], ["--mix", "gaussian"]):
         assert train_aware.main(["--model", model_dir, "--out", str(out), "--no-progress", *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and "\n" not in err, err

@@ -209,6 +209,21 @@ def test_a_phrasing_listed_twice_trains_on_twice_the_steps():
     assert got["two_turn"] == got["paper"] + got["short"] and got["paper"] > 0 and got["short"] > 0
 
 
+def test_mix_flag_changes_only_the_kinds_it_names():
+    """``--mix gaussian=0.3 clean=0.02``: those two shares change, in place; every other kind keeps
+    the default's, and the rows drawn follow the new shares."""
+    from experiments.train_aware import parse_mix
+
+    mix = parse_mix(["gaussian=0.3", "clean=0.02"])
+    assert [k for k, _ in mix] == [k for k, _ in D.DEFAULT_MIX] and parse_mix([]) == D.DEFAULT_MIX
+    assert {k: v for k, v in mix if v != dict(D.DEFAULT_MIX)[k]} == {"gaussian": 0.3, "clean": 0.02}
+    got = Counter(r.kind for r in rows(60, mix=mix) if r.kind != "replay")
+    base = Counter(r.kind for r in rows(60) if r.kind != "replay")
+    assert got["gaussian"] > base["gaussian"] and got["clean"] < base["clean"]
+    with pytest.raises(D.TrainDataError, match="mix shares"):
+        L.TrainConfig(layer=1, mix=(("gaussian", 0.0),))
+
+
 def test_first_difference():
     assert G.first_difference((1, 2, 3), (1, 2, 4)) == 2 and G.first_difference((5,), (6,)) == 0
     assert G.first_difference((1, 2), (1, 2, 3)) == 2 and G.first_difference((1, 2), (1, 2)) == 2

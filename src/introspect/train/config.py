@@ -80,6 +80,10 @@ class TrainConfig:
         odd = [k for k, _ in self.mix if k not in D.KINDS]
         if odd or not self.mix:
             bad.append(f"unknown row kind {odd[:1]} in mix; use {', '.join(D.KINDS)}")
+        shares = [v for _, v in self.mix]
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
+               for v in shares) or not sum(shares) > 0:
+            bad.append(f"mix shares must be numbers >= 0 with a positive sum, got {shares}")
         unknown = [p for p in self.phrasings if p not in D.ALL_PHRASINGS]
         if unknown or not self.phrasings:
             bad.append(f"unknown phrasing {unknown[:1]}; use {', '.join(D.ALL_PHRASINGS)}")
