@@ -36,14 +36,21 @@ run: $(STAMP)
 # runs): minutes on a 2-core CPU. test-all adds the real-weight, browser, SLURM, positive-control
 # and calibration tests; CI runs it.
 QUICK := not slow and not browser and not slurm and not calibration
+# Tests run in WORKERS processes (pytest-xdist), a module at a time so that a module's fixtures are
+# built once (WORKERS=0: serial). Each worker gets its share of the cores, set before numpy and torch
+# start their thread pools: workers that each use every core contend and run several times slower.
+WORKERS ?= 2
+TEST_THREADS ?= $(shell n=$$(nproc); w=$(WORKERS); if [ "$$w" -gt 1 ] && [ $$((n / w)) -ge 1 ]; then echo $$((n / w)); elif [ "$$w" -gt 1 ]; then echo 1; else echo $$n; fi)
+XDIST := -n $(WORKERS) --dist loadscope
+TEST_ENV := OMP_NUM_THREADS=$(TEST_THREADS) MKL_NUM_THREADS=$(TEST_THREADS) OPENBLAS_NUM_THREADS=$(TEST_THREADS)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests experiments
-	$(BIN)/python -m pytest -q -m "$(QUICK)"
+	$(TEST_ENV) $(BIN)/python -m pytest -q $(XDIST) -m "$(QUICK)"
 
 test-all: $(STAMP)
 	$(BIN)/ruff check src tests experiments
-	$(BIN)/python -m pytest -q --durations=25
+	$(TEST_ENV) $(BIN)/python -m pytest -q $(XDIST) --durations=25
 
 bench: $(STAMP)
 	$(BIN)/python -m experiments.bench

@@ -6,10 +6,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-import torch
+# Under pytest-xdist (``make test`` runs two workers) each worker takes its share of the cores, and
+# so do the subprocesses its tests start: workers that each run torch on every core contend and run
+# several times slower than one serial run. Set before torch loads; an explicit setting wins. numpy's
+# BLAS pool is already up by now (a pytest plugin imports numpy), so the Makefile sets these too.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0) > 1:
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, _share)
 
-from introspect.engine.load.models import load_model
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from introspect.engine.load.models import load_model  # noqa: E402
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
