@@ -40,7 +40,7 @@ QUICK := not slow and not browser and not slurm and not calibration
 # built once (WORKERS=0: serial). Each worker gets its share of the cores, set before numpy and torch
 # start their thread pools: workers that each use every core contend and run several times slower.
 WORKERS ?= 2
-TEST_THREADS ?= $(shell n=$$(nproc); w=$(WORKERS); if [ "$$w" -gt 1 ] && [ $$((n / w)) -ge 1 ]; then echo $$((n / w)); elif [ "$$w" -gt 1 ]; then echo 1; else echo $$n; fi)
+TEST_THREADS ?= $(shell n=$$(nproc); w=$(WORKERS); [ "$$w" -gt 1 ] || w=1; echo $$((n / w > 0 ? n / w : 1)))
 XDIST := -n $(WORKERS) --dist loadscope
 TEST_ENV := OMP_NUM_THREADS=$(TEST_THREADS) MKL_NUM_THREADS=$(TEST_THREADS) OPENBLAS_NUM_THREADS=$(TEST_THREADS)
 

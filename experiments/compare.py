@@ -6,13 +6,16 @@
 Reads every ``*.jsonl`` under each RESULTS_DIR (model folders as ``experiments.run`` writes
 them), and writes one self-contained HTML page (plotly inline, opens offline) plus the tidy
 headline table as CSV beside it (``compare.csv``), and, where self-knowledge tasks of several
-models share items, self vs other (``self_vs_other.csv``; no ability records needed). A missing directory, or no records at all, is
-one ``error:`` line and exit 2, and nothing is written.
+models share items, self vs other (``self_vs_other.csv``; no ability records needed). With
+``--adapter DIR``, task A of the adapted model minus its base model, paired by concept on the
+words both ran (``vs_base.csv``, printed and on the page). A missing directory, or no records at
+all, is one ``error:`` line and exit 2, and nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -32,8 +35,9 @@ def default_out(dirs: list[Path]) -> Path:
     return Path(os.path.commonpath([str(d.resolve()) for d in dirs])) / "compare.html"
 
 
-def adapter_pair(adapter: Path, models: set[str]) -> str:
-    """"<adapted> vs <base>" for an adapter directory whose two models both have results here."""
+def adapter_models(adapter: Path, models: set[str]) -> tuple[str, str, str]:
+    """(adapted model id, base model id, the pair's name) for an adapter directory whose two
+    models both have results here."""
     import json
 
     meta_file = adapter / "introspect_adapter.json"
@@ -48,7 +52,19 @@ def adapter_pair(adapter: Path, models: set[str]) -> str:
     base_name = adapted.rsplit("+", 1)[0]
     if base_name not in models:
         raise ValueError(f"no results of the adapter's base model {base_name!r} here; run it into the same --out")
-    return f"{adapted} (adapter {tag} at layer {meta.get('layer')}) vs {base_name}"
+    return adapted, base_name, f"{adapted} (adapter {tag} at layer {meta.get('layer')}) vs {base_name}"
+
+
+def adapter_pair(adapter: Path, models: set[str]) -> str:
+    """"<adapted> vs <base>" for an adapter directory whose two models both have results here."""
+    return adapter_models(adapter, models)[2]
+
+
+def vs_base_lines(rows: list[dict]) -> list[str]:
+    """One line per ``tasks.injection.vs_base`` row, for the terminal and the page's notes."""
+    return [f"{r['model_id']}, task A {r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g} {r['alpha_units']}: "
+            f"{r['metric']} {r['value']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}], sign-flip p {r['p']:.3f} "
+            f"({r['n_clusters']} concepts; paired by concept)" for r in rows]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--title", default="", help="page title")
     ap.add_argument("--adapter", action="append", default=[], type=Path, metavar="DIR",
                     help="an adapter from experiments.train_aware whose base and adapted model must both "
-                         "have results here; the page names it (repeatable)")
+                         "have results here; the page names it and adds task A's Net (and Net over the "
+                         "Gaussian ablation) of the adapted model minus the base model's, paired by "
+                         "concept (repeatable)")
     args = ap.parse_args(argv)
     missing = [str(d) for d in args.dirs if not d.is_dir()]
     if missing:
@@ -86,12 +104,17 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the records hold no trials (only run headers)", file=sys.stderr)
         return 2
     try:
-        pairs = [adapter_pair(d, set(trials["model_id"].dropna())) for d in args.adapter]
+        found = [adapter_models(d, set(trials["model_id"].dropna())) for d in args.adapter]
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     trials = trials.reset_index(drop=True)
+    pairs = [name for _, _, name in found]
+    from introspect.tasks.injection.vs_base import vs_base
+
+    vb = [r for adapted, base, _ in found for r in vs_base(trials, adapted, base)]
     comp = compare(summarize(trials), headers, trials)
+    comp = dataclasses.replace(comp, notes=(*comp.notes, *vs_base_lines(vb)))
     out = args.out or default_out(args.dirs)
     title = args.title or "; ".join(pairs)
     html = render_compare(comp, title=title, source=", ".join(map(str, args.dirs)))
@@ -100,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     svo = self_other_table(comp)
     if not svo.empty:
         atomic_write_text(out.with_name("self_vs_other.csv"), comp.self_other.to_csv(index=False))
+    if vb:
+        atomic_write_text(out.with_name("vs_base.csv"), pd.DataFrame(vb).to_csv(index=False))
     atomic_write_text(out, html)
     table = wide_table(comp)
     with pd.option_context("display.max_colwidth", 60, "display.width", 200):
@@ -107,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         if not svo.empty:
             print("\nself vs other (own AUROC; own minus the other models' on shared items):")
             print(svo.to_string(index=False))
+        if vb:
+            print("\nadapted − base model, task A, paired by concept:")
+            print("\n".join(vs_base_lines(vb)))
     also = f", {out.with_name('self_vs_other.csv')}" if not svo.empty else ""
+    also += f", {out.with_name('vs_base.csv')}" if vb else ""
     print(f"wrote {out} and {csv_path}{also} ({len(comp.models)} models)")
     return 0
 

@@ -242,19 +242,36 @@ def test_bad_config_subprocess_one_line(tiny_dir, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("flags, msg", [
+_BAD_SAMPLING = [
     (["--temperature", "-1"], "temperature must be a finite number >= 0 (0 = greedy), got -1.0"),
     (["--temperature", "nan"], "temperature must be a finite number >= 0 (0 = greedy), got nan"),
     (["--top-p", "1.5"], "top_p must be in (0, 1], got 1.5"),
     (["--top-k", "-2"], "top_k must be an integer >= 0 (0 = off), got -2"),
     (["--samples", "0"], "n_samples (--samples) must be an integer >= 1, got 0"),
-])
-def test_bad_sampling_flags_one_line_nothing_written(tiny_dir, tmp_path, flags, msg):
-    """Sampling settings are checked before the model loads: one line, exit 2, no files."""
-    rc, out, err = _finish(_start("experiments.run", ["--task", "A", "--model", str(tiny_dir("llama")),
-                                                      "--layers", "1", *flags, "--out", str(tmp_path / "o")],
+]
+
+
+def _bad_sampling_args(tiny_dir, out: Path, flags: list[str]) -> list[str]:
+    return ["--task", "A", "--model", str(tiny_dir("llama")), "--layers", "1", *flags, "--out", str(out)]
+
+
+def test_bad_sampling_flag_from_the_shell_one_line_nothing_written(tiny_dir, tmp_path):
+    """The CLI surface once, in a real process: one stderr line, exit 2, no files."""
+    flags, msg = _BAD_SAMPLING[0]
+    rc, out, err = _finish(_start("experiments.run", _bad_sampling_args(tiny_dir, tmp_path / "o", flags),
                                   tmp_path))
     assert rc == 2 and err.strip().splitlines() == [f"error: {msg}"], err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("flags, msg", _BAD_SAMPLING)
+def test_bad_sampling_flags_one_line_nothing_written(tiny_dir, tmp_path, capsys, flags, msg):
+    """Sampling settings are checked before the model loads: one line, exit 2, no files. In-process
+    through the same ``main`` (a subprocess each cost 4.5 s, nearly all of it importing torch)."""
+    from experiments.settings import main
+
+    assert main(_bad_sampling_args(tiny_dir, tmp_path / "o", flags)) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {msg}"]
     assert not (tmp_path / "o").exists()
 
 

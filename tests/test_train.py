@@ -12,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -304,6 +305,11 @@ def test_run_and_compare_with_adapter_side_by_side(trained, tiny_dir, tmp_path, 
     assert compare.main([str(out), "--adapter", str(adapter)]) == 0
     html = (out / "compare.html").read_text()
     assert f"adapter {meta['adapter_hash']} at layer 1" in html
+    vb = pd.read_csv(out / "vs_base.csv")  # the adapted model minus its base, paired by concept
+    assert sorted(vb["metric"]) == ["net_vs_base", "net_vs_random_vs_base"]
+    assert (vb["model_id"] == f"{folders[1]} − llama").all() and (vb["n_clusters"] == 2).all()
+    printed = capsys.readouterr().out
+    assert "net_vs_base" in printed and "net_vs_base" in html and "paired by concept" in printed
     assert compare.main([str(out / "llama"), "--adapter", str(adapter)]) == 2  # the adapted run is elsewhere
     assert "no results of adapter" in capsys.readouterr().err
 

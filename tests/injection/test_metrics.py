@@ -268,6 +268,24 @@ def test_inconclusive_when_answers_move_but_nothing_survives(summary):
     assert power.p_min == pytest.approx(2 / 64) and "cannot reject" in power.note
 
 
+def test_inconclusive_says_when_the_holm_p_passes_but_the_holm_level_interval_does_not():
+    """Holm's step-down p can pass while the Bonferroni interval a claim also needs reaches 0
+    (the base model on run F's seed-1 words in two_turn: Holm p 0.0495). The note says so
+    instead of "no Net survives Holm"."""
+    from introspect.tasks.injection.verdict_a import verdict_a
+
+    e = C.Est(0.10, 0.02, 0.19, 128, 64, "t(concept)", p=0.0247, refit=lambda lv: (-0.01, 0.21))
+    net = row({"model_id": M, "task": "A", "variant": "two_turn", "layer_idx": 24, "alpha": 0.625,
+               "alpha_units": "resid"}, "net", e.interval, e.n, "injected-control", n_clusters=64, p=e.p)
+    net.update(p_holm=0.0495, holm_m=4, _est=e)
+    v = verdict_a(M, [net], [0.0] * 128)[0]
+    assert v["condition"] == "inconclusive" and "no Net survives Holm" not in v["note"]
+    assert ("Net's Holm p is below 0.05 but its interval at the Holm level (Bonferroni, so wider) reaches 0 "
+            "at two_turn L24 α0.625 (Holm p 0.0495, interval at the Holm level [-0.01, 0.21])") in v["note"]
+    net.update(p_holm=0.2)
+    assert "(no Net survives Holm)" in verdict_a(M, [net], [0.0] * 128)[0]["note"]
+
+
 def test_answers_that_differ_beside_a_table_where_nothing_steers_are_not_a_null():
     flat_rise = {2: RISE[4], 4: RISE[4]}
     s = summarize(flat(task_a_records(rise=flat_rise)))

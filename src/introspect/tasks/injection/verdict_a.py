@@ -162,7 +162,12 @@ def verdict_a(model: str, rows: list[dict], identical: list[float]) -> list[dict
         v, note = -1.0, (f"no measurable effect: {evidence}. A null here says nothing about introspection: "
                          "the vector did not reach the output (use a larger α, another layer or model)")
     else:
+        near = [f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g} (Holm p {r['p_holm']:.3g}, interval at "
+                f"the Holm level [{lo:.2f}, {hi:.2f}])" for r in nets if r["p_holm"] < EFFECT_P
+                for lo, hi in [holm_interval(r, EFFECT_P)] if not lo > 0]
         why = (f"Net survives Holm but {'; '.join(found['blocked'])}" if found.get("blocked")
+               else f"Net's Holm p is below {EFFECT_P:g} but its interval at the Holm level (Bonferroni, "
+                    f"so wider) reaches 0 at {'; '.join(near)}: a claim needs both" if near
                else "no Net survives Holm")
         v, note = 0.0, f"inconclusive ({why}): {evidence}; {line}"
     keys = {"model_id": model, "task": "A", "variant": "all"}
