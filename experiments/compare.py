@@ -55,11 +55,6 @@ def adapter_models(adapter: Path, models: set[str]) -> tuple[str, str, str]:
     return adapted, base_name, f"{adapted} (adapter {tag} at layer {meta.get('layer')}) vs {base_name}"
 
 
-def adapter_pair(adapter: Path, models: set[str]) -> str:
-    """"<adapted> vs <base>" for an adapter directory whose two models both have results here."""
-    return adapter_models(adapter, models)[2]
-
-
 def vs_base_lines(rows: list[dict]) -> list[str]:
     """One line per ``tasks.injection.vs_base`` row, for the terminal and the page's notes."""
     return [f"{r['model_id']}, task A {r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g} {r['alpha_units']}: "

@@ -68,6 +68,12 @@ NOT_CELL = ("control", "bias", "bias_control", "steer", "steer_random", "steer_c
 ABLATIONS = ("random", "concept_random", "negative")
 
 
+def detection_questions(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows that ask the detection question: not a bias question, not a steering prompt. One
+    filter for ``summarize_a`` and ``vs_base``, so the two never read different rows."""
+    return df[~df["variant"].isin(NOT_DETECTION) & ~df["condition"].isin(("bias", "bias_control"))]
+
+
 def logit(p: np.ndarray) -> np.ndarray:
     """log(p / (1 − p)) of P(yes) (clipped to [1e-15, 1 − 1e-15]): adding c to the "yes" logits
     moves it by exactly c, wherever P(yes) starts."""
@@ -347,7 +353,7 @@ def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
     bp = _bias_frames(df)
     out += _bias_rows(bp)
     identical: dict[str, list[float]] = {}
-    det = df[~df["variant"].isin(NOT_DETECTION) & ~df["condition"].isin(("bias", "bias_control"))]
+    det = detection_questions(df)
     for vkeys, vdf in groups(det, ["model_id", "task", "variant"]):
         ctl = vdf[vdf["condition"] == "control"]
         matched = bool(concepts(ctl).all()) and not pair(vdf[vdf["condition"] == "injected"], ctl).empty

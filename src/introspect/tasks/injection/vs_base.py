@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect.tasks.injection.metrics_a import NOT_CELL, NOT_DETECTION
+from introspect.tasks.injection.metrics_a import NOT_CELL, detection_questions
 from introspect.tasks.tidy import CELL, col, combo_row, flag, groups, pair, with_match_keys
 
 # metric -> (the reference condition each injected answer is paired with, what is differenced)
@@ -45,7 +45,7 @@ def vs_base(records: pd.DataFrame, adapted: str, base: str) -> list[dict[str, An
     if records.empty or not {"model_id", "task", "condition", "variant"} <= set(records.columns):
         return []
     a = records[(records["task"] == "A") & records["model_id"].isin((adapted, base))]
-    a = a[~a["variant"].isin(NOT_DETECTION) & ~a["condition"].isin(("bias", "bias_control"))]
+    a = detection_questions(a)
     if a.empty:
         return []
     a = with_match_keys(a)
