@@ -182,7 +182,7 @@ def two_models(tiny_dir, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("cmp") / "results"
     for fam in ("llama", "qwen2"):
-        rc = run.main(["--task", "A", "D", "--model", str(tiny_dir(fam)), "--layers", "1", "2",
+        rc = run.main(["--task", "A", "D", "--model", str(tiny_dir(fam)), "--layers", "1",
                        "--alphas", "4", "8", "--n-concepts", "2", "--max-new-tokens", "4",
                        "--option", "n_bias=1", "--out", str(out), "--no-progress"])
         assert rc == 0
@@ -206,7 +206,7 @@ def test_compare_cli_end_to_end(two_models, tiny_model, tiny_dir, capsys):
     assert not any(str(tiny_dir(f)) in html for f in ("llama", "qwen2"))
     h = pd.read_csv(csv_path)
     net = h[(h.task == "A") & (h.metric == "net") & (h.variant == "paper")]
-    assert sorted(net.model_id) == sorted(models) and (net.n_cells == 4).all()
+    assert sorted(net.model_id) == sorted(models) and (net.n_cells == 2).all()
     assert set(h[h.task == "D"].metric) >= {"peak_delta_cos@held_out", "auc_delta_cos"}
     # Card rows come from the run headers the runner wrote (notes carry ModelInfo.card()).
     for fam, m in zip(("llama", "qwen2"), models):

@@ -44,6 +44,29 @@ def test_word_match_negative(cand, target):
     assert not G.word_match(cand, target)
 
 
+def test_first_clash_is_the_first_pair_word_match_finds():
+    """The indexed search returns what testing every pair in order returns, on the shipped word
+    lists and on lists built to clash (plurals both ways, -ies, articles, quotes, case, blanks)."""
+    import random
+
+    from introspect.tasks.prompts import load_words
+
+    def naive(words, others):
+        return next(((o, w) for w in words for o in others if G.word_match(o, w)), None)
+
+    shipped = load_words()
+    vocab = [*shipped.targets[:30], *shipped.baseline[:30], "city", "cities", "the Ocean", '"bread."',
+             "BREADS", "bus", "buses", "", "sky", "skies", "breadth", "an apple", "apples", "Box",
+             "bu", "cat", "cate"]  # bu/bus: a form one way only; cat/cate share "cates", not a match
+    rng = random.Random(0)
+    cases = [(shipped.targets, shipped.baseline), (["cities"], ["town", "City"]), ([""], ["x"]),
+             (["bus"], ["bu"]), (["bu"], ["bus"]), (["cat"], ["cate"])]
+    cases += [(rng.sample(vocab, 6), rng.sample(vocab, 8)) for _ in range(300)]
+    assert naive(shipped.targets, shipped.baseline) is None and naive(["cities"], ["town", "City"])
+    for words, others in cases:
+        assert G.first_clash(words, others) == naive(words, others), (words, others)
+
+
 def test_levenshtein():
     assert G.levenshtein("kitten", "sitting") == 3
     assert G.levenshtein("", "abc") == 3

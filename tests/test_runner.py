@@ -106,60 +106,50 @@ def test_shard_helpers():
     assert model_slug("/some/where/llama") == "llama"
 
 
-# ---------------------------------------------------------------- (a) kill and resume
-def test_kill_and_resume(tiny_dir, tiny_model, tmp_path):
+# ------------------------------------------------- (a) kill and resume, (b) shards, (c) determinism
+@pytest.fixture(scope="module")
+def runs(tiny_dir, tmp_path_factory):
+    """The two halves of a 2-way shard and a run killed mid-way then resumed, started concurrently:
+    one set of processes (~12 s of imports and loading each) serves both tests."""
+    tmp = tmp_path_factory.mktemp("runs")
     model = str(tiny_dir("llama"))
-    out = tmp_path / "out"
-    args = ["--task", "A", "--model", model, "--out", str(out), *GRID, "--batch-size", "1"]
-    path = out / "llama" / "A.jsonl"
-    p = _start("experiments.run", args, tmp_path)
+    extra = {"s0": ["--shard", "0/2"], "s1": ["--shard", "1/2"], "k": ["--batch-size", "1"]}
+    args = {k: ["--task", "A", "--model", model, "--out", str(tmp / k), *GRID, *v] for k, v in extra.items()}
+    procs = {k: _start("experiments.run", a, tmp) for k, a in args.items()}
+    path = tmp / "k" / "llama" / "A.jsonl"
     deadline = time.time() + 240
-    while time.time() < deadline and p.poll() is None:
+    while time.time() < deadline and procs["k"].poll() is None:
         if path.exists() and len(path.read_text().splitlines()) >= 4:  # header + 3 trials
             break
         time.sleep(0.05)
-    assert p.poll() is None, f"run ended before it could be killed: {p.communicate()[1]}"
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    assert procs["k"].poll() is None, f"run ended before it could be killed: {procs['k'].communicate()[1]}"
+    procs["k"].send_signal(signal.SIGKILL)
+    procs["k"].wait()
     partial = _trials(path)
-    rc, _, err = _finish(_start("experiments.run", args, tmp_path))
-    assert rc == 0, err
-    full = _trials(path)
-    planned = _planned(tiny_model("llama"), layers=(1, 2), alphas=(4.0, 8.0), n_concepts=2, seed=3)
-    assert 0 < len(partial) < len(planned)
-    assert set(full) == planned
-    assert all(full[k] == v for k, v in partial.items())
-    assert len([r for r in read_records(path) if r["type"] == "header"]) == 2
-
-
-# ---------------------------------------------------------------- (b) determinism, (c) shards
-@pytest.fixture(scope="module")
-def four_runs(tiny_dir, tmp_path_factory):
-    """Two identical runs and the two halves of a 2-way shard, run concurrently."""
-    tmp = tmp_path_factory.mktemp("runs")
-    model = str(tiny_dir("llama"))
-    extra = {"d1": [], "d2": [], "s0": ["--shard", "0/2"], "s1": ["--shard", "1/2"]}
-    procs = {k: _start("experiments.run", ["--task", "A", "--model", model, "--out", str(tmp / k),
-                                           *GRID, *v], tmp) for k, v in extra.items()}
+    procs["k"] = _start("experiments.run", args["k"], tmp)  # the same command again: it resumes
     for k, p in procs.items():
         rc, _, err = _finish(p)
         assert rc == 0, f"{k}: {err}"
-    return {k: tmp / k / "llama" / "A.jsonl" for k in extra}
+    return {"partial": partial, **{k: tmp / k / "llama" / "A.jsonl" for k in extra}}
 
 
-def test_same_seed_same_records(four_runs):
-    a, b = _trials(four_runs["d1"]), _trials(four_runs["d2"])
-    # Text, grades and ids must match exactly. Probabilities to 1e-6: the CPU kernels may split a
-    # reduction across threads differently from run to run (seen once in CI: a 1e-9 difference).
-    assert a and not _diff(a, b, rel=1e-6)
+def test_kill_and_resume(runs, tiny_model):
+    full = _trials(runs["k"])
+    planned = _planned(tiny_model("llama"), layers=(1, 2), alphas=(4.0, 8.0), n_concepts=2, seed=3)
+    assert 0 < len(runs["partial"]) < len(planned)
+    assert set(full) == planned
+    assert all(full[k] == v for k, v in runs["partial"].items())
+    assert len([r for r in read_records(runs["k"]) if r["type"] == "header"]) == 2
 
 
-def test_shards_merge_to_unsharded(four_runs):
-    s0, s1 = _trials(four_runs["s0"]), _trials(four_runs["s1"])
+def test_shards_merge_to_the_same_records_as_one_killed_and_resumed_run(runs):
+    """Same seed, same records, in other processes: the shards' union equals the resumed run."""
+    s0, s1 = _trials(runs["s0"]), _trials(runs["s1"])
     assert s0 and s1 and not set(s0) & set(s1)
-    # Same text, grades and ids; floats (p_yes...) may differ in the last bits, because a shard
-    # batches different rows together (other padding, other matmul shapes).
-    assert not _diff({**s0, **s1}, _trials(four_runs["d1"]), rel=1e-6)
+    # Text, grades and ids must match exactly. Floats (p_yes ...) to 1e-6: a shard and a run at
+    # batch size 1 put other rows together (other padding, other matmul shapes), and the CPU
+    # kernels may split a reduction across threads differently from run to run.
+    assert not _diff({**s0, **s1}, _trials(runs["k"]), rel=1e-6)
 
 
 # ---------------------------------------------------------------- bug guard (in-process)
@@ -255,19 +245,11 @@ def _bad_sampling_args(tiny_dir, out: Path, flags: list[str]) -> list[str]:
     return ["--task", "A", "--model", str(tiny_dir("llama")), "--layers", "1", *flags, "--out", str(out)]
 
 
-def test_bad_sampling_flag_from_the_shell_one_line_nothing_written(tiny_dir, tmp_path):
-    """The CLI surface once, in a real process: one stderr line, exit 2, no files."""
-    flags, msg = _BAD_SAMPLING[0]
-    rc, out, err = _finish(_start("experiments.run", _bad_sampling_args(tiny_dir, tmp_path / "o", flags),
-                                  tmp_path))
-    assert rc == 2 and err.strip().splitlines() == [f"error: {msg}"], err
-    assert not (tmp_path / "o").exists()
-
-
 @pytest.mark.parametrize("flags, msg", _BAD_SAMPLING)
 def test_bad_sampling_flags_one_line_nothing_written(tiny_dir, tmp_path, capsys, flags, msg):
     """Sampling settings are checked before the model loads: one line, exit 2, no files. In-process
-    through the same ``main`` (a subprocess each cost 4.5 s, nearly all of it importing torch)."""
+    through the same ``main`` (a subprocess each cost 4.5 s, nearly all of it importing torch); the
+    shell surface (one stderr line, exit 2) is ``test_bad_config_subprocess_one_line``'s."""
     from experiments.settings import main
 
     assert main(_bad_sampling_args(tiny_dir, tmp_path / "o", flags)) == 2

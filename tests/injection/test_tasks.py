@@ -33,7 +33,7 @@ def test_task_runs_and_records_validate(tiny_model, name):
 
 
 def test_task_a_has_controls_ablations_and_bias(tiny_model):
-    recs = I.run_task_a(tiny_model("llama"), _cfg(n_samples=2))
+    recs = I.run_task_a(tiny_model("llama"), _cfg(n_samples=2, layers=(1,)))  # one layer, two strengths
     conds = {r.condition for r in recs}
     assert {"injected", "control", "random", "concept_random", "negative", "bias", "bias_control",
             "steer", "steer_random", "steer_control"} <= conds
@@ -90,7 +90,7 @@ def test_task_a_has_controls_ablations_and_bias(tiny_model):
 def test_controls_are_matched_and_concepts_have_their_own_streams(tiny_model):
     """Every injected answer and its ablations share the control's prompt and stream; concepts and
     samples draw different streams (independent replicates)."""
-    recs = I.run_task_a(tiny_model("llama"), _cfg(n_samples=3, variant="paper,two_turn"))
+    recs = I.run_task_a(tiny_model("llama"), _cfg(n_samples=3, variant="paper,two_turn", layers=(1,)))
     ctrl = {(r.variant, r.trial_index, r.sample, r.word): r for r in recs if r.condition == "control"}
     paired = [r for r in recs if r.condition in ("injected", "random", "concept_random", "negative")]
     assert {r.sample for r in paired} == {0, 1, 2}
@@ -106,7 +106,7 @@ def test_controls_are_matched_and_concepts_have_their_own_streams(tiny_model):
                  and x.sample == r.sample)
         assert c.gen["stream_seed"] == r.gen["stream_seed"] and c.prompt == r.prompt
     assert all(r.gen["temperature"] == 1.0 and r.gen["do_sample"] for r in recs)
-    greedy = I.run_task_a(tiny_model("llama"), _cfg(n_samples=3, temperature=0.0, variant="paper"))
+    greedy = I.run_task_a(tiny_model("llama"), _cfg(n_samples=3, temperature=0.0, variant="paper", layers=(1,)))
     assert {r.sample for r in greedy} == {0} and all(r.gen["stream_seed"] is None for r in greedy)
 
 

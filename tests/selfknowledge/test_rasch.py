@@ -68,14 +68,17 @@ def test_conditional_ml_recovers_the_true_abilities():
 
 def test_joint_ml_is_biased_with_two_models_and_says_so():
     """The incidental-parameter bias: with two models every item difficulty rests on two
-    answers, and joint ML doubles the ability gap (m/(m-1) = 2); conditional ML does not."""
+    answers, and joint ML doubles the ability gap (m/(m-1) = 2); conditional ML does not. CML's
+    consistency on 3,000 items; the doubling, which holds on any sample, on 1,500 of them (the
+    dense joint fit costs ~10x more at twice the items)."""
     items = _simulate({"lo": -0.5, "hi": 0.5}, 3000, 1)
     cml = fit_rasch_cml(items).set_index("model_id")["ability"]
-    jml, _ = fit_rasch(items)
-    gap_cml = cml["hi"] - cml["lo"]
+    assert cml["hi"] - cml["lo"] == pytest.approx(1.0, abs=0.15)
+    half = items[items["item"].str[1:].astype(int) < 1500]
+    cml_half = fit_rasch_cml(half).set_index("model_id")["ability"]
+    jml, _ = fit_rasch(half)
     gap_jml = jml.set_index("model_id")["ability"]["hi"] - jml.set_index("model_id")["ability"]["lo"]
-    assert gap_cml == pytest.approx(1.0, abs=0.15)
-    assert gap_jml == pytest.approx(2 * gap_cml, rel=0.05)
+    assert gap_jml == pytest.approx(2 * (cml_half["hi"] - cml_half["lo"]), rel=0.05)
     assert "2.00x" in jml["note"].iloc[0] and (jml["fit"] == "jml").all()
     with pytest.raises(RaschError, match="0/1 outcomes"):
         fit_rasch_cml(items.assign(y=0.5))

@@ -12,6 +12,7 @@ Two notions of "the same word", kept apart on purpose:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _ARTICLES = ("a", "an", "the")
 _STRIP = " \t\r\n\"'`*_.,;:!?()[]{}<>“”‘’«»"
@@ -112,6 +113,29 @@ def word_match(candidate: str | None, target: str | None, *, inflected: bool = F
         return False
     forms = inflections if inflected else word_forms
     return c == t or c in forms(t) or t in forms(c)
+
+
+def first_clash(words: Sequence[str], others: Sequence[str]) -> tuple[str, str] | None:
+    """The first (other, word) pair that ``word_match(other, word)`` calls one word, in ``words``
+    order then ``others`` order; None if there is none. Indexed by surface form, so linear in the
+    lists' lengths: testing every pair cost seconds at each start of task A (50 × 100 words)."""
+    exact: dict[str, int] = {}
+    formed: dict[str, int] = {}
+    for i, o in enumerate(others):
+        c = normalize_word(plain(o))
+        if c:
+            exact.setdefault(c, i)
+            for f in word_forms(c):
+                formed.setdefault(f, i)
+    for w in words:
+        t = normalize_word(plain(w))
+        if not t:
+            continue
+        # word_match: word is a form of other, or other is a form of word (itself one of its forms)
+        hits = [i for i in (formed.get(t), *(exact.get(f) for f in word_forms(t))) if i is not None]
+        if hits:
+            return others[min(hits)], w
+    return None
 
 
 def names_concept(candidate: str | None, target: str | None) -> bool:

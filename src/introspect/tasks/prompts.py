@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
-from introspect.data.files import concepts_dir
+from introspect.data.files import concepts_dir, parse_yaml
 from introspect.engine.run.chat import Conversation, Prompt
 from introspect.engine.run.inject import From
-from introspect.grading import forms_pattern, word_forms, word_match
+from introspect.grading import first_clash, forms_pattern, word_forms, word_match
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "A": ("paper", "seed"),
@@ -42,7 +42,7 @@ class Words:
 def _load_mapping(path: Path | str | None, default_name: str) -> tuple[Path, dict[str, Any]]:
     p = Path(path) if path is not None else concepts_dir() / default_name
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = parse_yaml(p.read_text(encoding="utf-8"))
     except OSError as e:
         raise ValueError(f"{p}: cannot read ({e.strerror or e})") from e
     except yaml.YAMLError as e:
@@ -72,10 +72,9 @@ def load_words(path: Path | str | None = None) -> Words:
     """``targets`` and ``baseline`` word lists; they must not share a word (any plural form)."""
     p, data = _load_mapping(path, "words.yaml")
     targets, baseline = _string_list(p, data, "targets"), _string_list(p, data, "baseline")
-    for t in targets:
-        clash = next((b for b in baseline if word_match(b, t)), None)
-        if clash is not None:
-            raise ValueError(f"{p}: {clash!r} is in both targets and baseline (as {t!r})")
+    clash = first_clash(targets, baseline)
+    if clash is not None:
+        raise ValueError(f"{p}: {clash[0]!r} is in both targets and baseline (as {clash[1]!r})")
     return Words(targets, baseline)
 
 
