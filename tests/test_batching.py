@@ -40,9 +40,9 @@ def control_groups(m, max_new_tokens: int) -> tuple[list, list, dict]:
 def test_kv_bytes_per_token_matches_the_real_cache(tiny_model, family):
     m = tiny_model(family)
     ids = torch.tensor([m.tokenizer("Tell me about bread and the ocean")["input_ids"]] * 3)
-    cache = D._new_cache(m)
+    cache = D.new_cache(m)
     with torch.no_grad():
-        D._forward(m, ids, torch.ones_like(ids), cache)
+        D.forward(m, ids, torch.ones_like(ids), cache)
     held = sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
     assert held == ids.numel() * devices.kv_bytes_per_token(m)
 
@@ -52,7 +52,7 @@ def test_out_of_memory_halves_and_keeps_finished_chunks(tiny_model, monkeypatch)
     ps = _prompts(m.tokenizer, 20)
     kw = dict(sampling=Sampling(1.0), seeds=[f"t{i}" for i in range(20)], max_new_tokens=5)
     ref = generate(m, ps, None, batch_size=4, **kw)
-    real, calls = D._forward, {"n": 0, "oom_at": None}
+    real, calls = D.forward, {"n": 0, "oom_at": None}
 
     def flaky(model, ids, mask, cache):
         calls["n"] += 1
@@ -61,7 +61,7 @@ def test_out_of_memory_halves_and_keeps_finished_chunks(tiny_model, monkeypatch)
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(model, ids, mask, cache)
 
-    monkeypatch.setattr(D, "_forward", flaky)
+    monkeypatch.setattr(D, "forward", flaky)
     monkeypatch.setattr(m, "introspect_batch_cap", 8, raising=False)  # undone after the test
     st = DecodeStats()
     got = generate(m, ps, None, batch_size=8, stats=st, **kw)
@@ -105,7 +105,7 @@ def test_next_token_logprobs_halve_on_out_of_memory(tiny_model, monkeypatch):
     m = tiny_model("llama")
     ps = _prompts(m.tokenizer, 10)
     ref = D.next_token_logprobs(m, ps, batch_size=4)
-    real, sizes = D._forward, []
+    real, sizes = D.forward, []
 
     def flaky(model, ids, mask, cache):
         sizes.append(ids.shape[0])
@@ -113,7 +113,7 @@ def test_next_token_logprobs_halve_on_out_of_memory(tiny_model, monkeypatch):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(model, ids, mask, cache)
 
-    monkeypatch.setattr(D, "_forward", flaky)
+    monkeypatch.setattr(D, "forward", flaky)
     monkeypatch.setattr(m, "introspect_batch_cap", 8, raising=False)  # undone after the test
     got = D.next_token_logprobs(m, ps, batch_size=8)
     assert sizes == [8, 4, 4, 2] and m.introspect_batch_cap == 4 and got.shape == ref.shape
@@ -126,7 +126,7 @@ def test_other_errors_are_not_taken_for_out_of_memory(tiny_model, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
 
-    monkeypatch.setattr(D, "_forward", broken)
+    monkeypatch.setattr(D, "forward", broken)
     with pytest.raises(RuntimeError, match="shapes"):
         generate(m, _prompts(m.tokenizer, 2), None, max_new_tokens=2)
     assert devices.is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB"))

@@ -55,9 +55,9 @@ def test_prefix_shared_equals_unshared(tiny_model, family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_prompt_pass_unembeds_only_the_last_position(tiny_model, family):
     """The decode loop asks for the last position's logits only (a fifth of a prefill otherwise)."""
-    from introspect.engine.run.decode import _keeps_last_logits
+    from introspect.engine.run.hf_call import keeps_last_logits
 
-    assert _keeps_last_logits(type(tiny_model(family).original_model))
+    assert keeps_last_logits(type(tiny_model(family).original_model))
 
 
 def test_injection_fires_in_every_decode_step(tiny_model):

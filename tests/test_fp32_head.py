@@ -47,7 +47,7 @@ def _last_hidden_and_logits(m, ps):
 
     toks, mask, _ = D.pad_left(ps, m.tokenizer.pad_token_id)
     with torch.no_grad(), m.hooks(fwd_hooks=[("unembed.hook_in", grab)]):
-        logits, _ = D._forward(m, toks, mask, None)
+        logits, _ = D.forward(m, toks, mask, None)
     return seen["h"][:, -1], logits
 
 

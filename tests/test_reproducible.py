@@ -98,7 +98,7 @@ def test_out_of_memory_with_a_pinned_batch_is_an_error_naming_the_flag(pinned, m
     def oom(*a, **k):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(D, "_forward", oom)
+    monkeypatch.setattr(D, "forward", oom)
     st = DecodeStats()
     with pytest.raises(determinism.PinnedBatchError) as err:
         generate(m, ps, None, max_new_tokens=2, batch_size=8, stats=st)

@@ -169,13 +169,13 @@ def test_placebo_through_the_runner_is_bitwise_its_control(tiny_model, tmp_path,
 
 
 def test_batches_end_where_a_group_ends():
-    from introspect.engine.run.decode import _chunk
+    from introspect.engine.run.rows import next_batch
 
     group = ["a"] * 5 + ["b"] * 5 + ["c"] * 5 + ["d"] * 12
     order = list(range(len(group)))
     cuts, lo = [], 0
     while lo < len(order):
-        c = _chunk(order, group, lo, 8, stretch=10)
+        c = next_batch(order, group, lo, 8, stretch=10)
         cuts.append(len(c))
         lo += len(c)
     # b is taken whole (2 rows over a batch of 8, within a quarter), c waits for the next batch,
@@ -184,7 +184,7 @@ def test_batches_end_where_a_group_ends():
     assert sum(cuts) == len(group)
     cuts, lo = [], 0
     while lo < len(order):  # no room beyond the batch (memory-bound): groups are never stretched
-        cuts.append(len(_chunk(order, group, lo, 8)))
+        cuts.append(len(next_batch(order, group, lo, 8)))
         lo += cuts[-1]
     assert cuts == [5, 5, 5, 8, 4]
 

@@ -70,7 +70,7 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
     out; the shared prefix (before every row's first injected position) runs once without
     gradient, its KV cache copied to every row.
     """
-    from introspect.engine.run.decode import _new_cache, cache_kwargs
+    from introspect.engine.run.hf_call import cache_kwargs, new_cache
 
     hf, dev = model.original_model, model.cfg.device
     pad = model.tokenizer.pad_token_id or 0
@@ -98,7 +98,7 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
         cache = None
         if lp:
             with torch.no_grad():
-                cache = _new_cache(model)
+                cache = new_cache(model)
                 hf(input_ids=torch.tensor([first[:lp]], device=dev), attention_mask=mask[:1, :lp].to(dev),
                    position_ids=pos[:1, :lp].to(dev), **cache_kwargs(model, cache))
                 cache.reorder_cache(torch.zeros(g, dtype=torch.long, device=dev))

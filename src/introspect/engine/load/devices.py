@@ -253,7 +253,7 @@ def plan_batch(model: Any, requested: int, new_tokens: int) -> tuple[int, str]:
     """A run's batch size and why: ``requested`` rows (0 = auto) lowered to what fits in free
     memory at ``PLAN_TOKENS + new_tokens`` tokens a row. Each ``generate`` call checks again with
     its real prompt lengths (and may take up to a quarter more rows to keep a control with its
-    injected rows, where they fit: ``decode._chunk``) and halves on an out-of-memory error.
+    injected rows, where they fit: ``rows.next_batch``) and halves on an out-of-memory error.
     With the batch pinned (``determinism.pin``) an asked size is kept as it is, and ``auto`` is
     planned once here and then kept for the run."""
     tokens = PLAN_TOKENS + new_tokens

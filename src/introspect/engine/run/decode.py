@@ -26,9 +26,7 @@ Tasks hand it prompts, injection specs, seeds and a ``Sampling``; they never see
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -39,6 +37,7 @@ from torch import Tensor
 
 from introspect.engine.load import determinism, devices
 from introspect.engine.run.chat import Prompt
+from introspect.engine.run.hf_call import forward, new_cache
 from introspect.engine.run.inject import (
     InjectionError,
     RowSpecs,
@@ -46,7 +45,7 @@ from introspect.engine.run.inject import (
     injecting,
     spec_key,
 )
-from introspect.engine.run.rows import min_rows
+from introspect.engine.run.rows import min_rows, next_batch
 from introspect.engine.run.sampling import (  # noqa: F401  (re-exported: the public names live here too)
     GREEDY,
     Sampling,
@@ -106,49 +105,6 @@ def eos_ids(model: Any) -> set[int]:
     return set(_eos_ids(model))
 
 
-# ---------------------------------------------------------------- the model call
-def _forward(model: Any, ids: Tensor, mask: Tensor, cache: Any | None) -> tuple[Tensor, Any]:
-    """One call of the wrapped HF model (hooks fire under TL names); the last position's logits,
-    float32, left on the device. Positions come from the mask, so left padding and a padded gap
-    after a shared prefix both get the right positions."""
-    dev = model.cfg.device
-    mask = mask.to(dev)
-    pos = (mask.long().cumsum(-1) - 1).clamp_(min=0)[:, -ids.shape[1]:]
-    kw = dict(input_ids=ids.to(dev), attention_mask=mask, position_ids=pos, **cache_kwargs(model, cache))
-    if _keeps_last_logits(type(model.original_model)):  # unembedding every prompt token is ~20% of a prefill
-        kw["logits_to_keep"] = 1
-    out = model.original_model(**kw)
-    return out.logits[:, -1].float(), out.get(_cache_arg(type(model.original_model)))
-
-
-@functools.cache
-def _cache_arg(hf_class: type) -> str:
-    """What the HF class calls its KV cache: ``cache`` in transformers 5.x (``past_key_values``
-    there only warns a FutureWarning, and goes in 5.40), ``past_key_values`` before."""
-    return "cache" if "cache" in inspect.signature(hf_class.forward).parameters else "past_key_values"
-
-
-def cache_kwargs(model: Any, cache: Any | None) -> dict[str, Any]:
-    """The KV-cache keyword arguments of one HF forward call, under the name this class uses."""
-    return {_cache_arg(type(model.original_model)): cache, "use_cache": cache is not None}
-
-
-@functools.cache
-def _keeps_last_logits(hf_class: type) -> bool:
-    """Whether the HF model class's forward takes ``logits_to_keep`` (asked of its signature once
-    per class, not by a failing call, so hooks never fire twice for one step)."""
-    return "logits_to_keep" in inspect.signature(hf_class.forward).parameters
-
-
-def _new_cache(model: Any) -> Any:
-    from transformers import DynamicCache
-
-    try:
-        return DynamicCache(config=model.original_model.config)
-    except TypeError:
-        return DynamicCache()
-
-
 def shared_prefix(units: Sequence[tuple[Prompt, RowSpecs]]) -> int:
     """Longest prefix all units share that lies before every unit's first injected position,
     leaving at least one own token per unit (its last-position logits come from the own pass)."""
@@ -201,9 +157,9 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
     floor = min_rows(model)  # CPU GEMMs round a row as in any larger batch only from this many rows on
     extra = max(0, floor - len(units)) if use_cache else 0  # idle unit copies in the prompt pass
     with torch.no_grad():
-        cache = _new_cache(model) if use_cache else None
+        cache = new_cache(model) if use_cache else None
         if lp:  # the shared prefix once, before any hook is attached: nothing is injected before lp
-            _forward(model, torch.tensor([units[0][0].ids[:lp]]), u_mask[:1, :lp], cache)
+            forward(model, torch.tensor([units[0][0].ids[:lp]]), u_mask[:1, :lp], cache)
             stats.tokens_computed += lp
             cache.reorder_cache(torch.zeros(len(units) + extra, dtype=torch.long, device=dev))
         specs = [units[u][1] for u in row_unit]
@@ -213,7 +169,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                 inj.select(reps + [None] * extra, mult + [1] * extra)
                 inj.at(lp)
                 up = torch.cat([torch.arange(len(units)), torch.zeros(extra, dtype=torch.long)])  # + idle copies
-                logits, cache = _forward(model, u_ids[up], u_mask[up], cache)
+                logits, cache = forward(model, u_ids[up], u_mask[up], cache)
                 stats.tokens_computed += u_ids.numel()
                 ghosts = max(0, floor - b)  # idle copies of row 0: a batch never has under `floor` rows
                 rows_t = torch.cat([ru, torch.zeros(ghosts, dtype=torch.long)])
@@ -227,7 +183,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                     slots = [r for r in slots if r is not None]
                     inj.select(slots)
                     inj.at(0)
-                    logits, _ = _forward(model, ids[slots], mask[slots], None)
+                    logits, _ = forward(model, ids[slots], mask[slots], None)
                     stats.tokens_computed += ids[slots].numel()
                 if t < min_new_tokens and eos_t is not None:  # as transformers' min_new_tokens
                     eos_t = eos_t.to(logits.device)
@@ -293,7 +249,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                 # of equal-length prompts all ones, so attention takes the same kernel as without them
                 bmask = torch.cat([bmask, torch.ones((len(slots), 1), dtype=torch.long, device=dev)], 1)
                 inj.at(lp + w + t)
-                logits, cache = _forward(model, step, bmask, cache)
+                logits, cache = forward(model, step, bmask, cache)
                 stats.tokens_computed += len(slots)
         stats.add_fired(inj.fired)
     res = []
@@ -307,30 +263,6 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
 
 
 # ---------------------------------------------------------------- public API
-def _chunk(order: list[int], group: list[Any], lo: int, size: int, stretch: int | None = None) -> list[int]:
-    """The next batch from ``order[lo:]``: about ``size`` rows, ending where a group (one prompt,
-    one stream) ends. Rows that differ only in their injection then share a batch, its shared
-    prefix and its matmul shapes, so a zero injection (the placebo) reproduces its control
-    bitwise; split across batches they round differently and a near-tie can flip a sampled token.
-    A group straddling the boundary is taken whole when the batch stays within ``stretch`` rows
-    (default ``size``; ``generate`` allows a quarter more where memory has room: task A's 9-row
-    groups at batch 16 ran as 9-row batches, 1.55× the time for 1.11× the trials), else left for
-    the next batch when this one stays at least half full, else split."""
-    hi = min(lo + size, len(order))
-    if hi < len(order) and group[order[hi]] == group[order[hi - 1]]:
-        end = hi
-        while end < len(order) and group[order[end]] == group[order[hi]]:
-            end += 1
-        cut = hi - 1
-        while cut > lo and group[order[cut - 1]] == group[order[hi]]:
-            cut -= 1
-        if end - lo <= (size if stretch is None else stretch):
-            hi = end
-        elif cut - lo >= size / 2:
-            hi = cut
-    return order[lo:hi]
-
-
 def generate(
     model: Any,
     prompts: Sequence[Prompt],
@@ -396,7 +328,7 @@ def generate(
         f"{seed or 0}:{hashlib.sha256(str(p.ids).encode()).hexdigest()[:16]}" for p in prompts]
     rows = [(i, k) for i in range(len(prompts)) for k in range(n_samples)]
     # rows of one prompt and one stream (a control and its injected rows) sit side by side and
-    # share a batch where they fit: a batch's layout rounds every row alike (see _chunk)
+    # share a batch where they fit: a batch's layout rounds every row alike (see rows.next_batch)
     group = [(prompts[i].ids, str(keys[i]), k) for i, k in rows]
     order = sorted(range(len(rows)), key=lambda r: (group[r], rows[r]))
     out: list[Generation | None] = [None] * len(rows)
@@ -410,7 +342,7 @@ def generate(
         # a quarter more rows to keep a group whole, unless memory is the limit (or ran out before)
         stretch = size if pinned or hasattr(model, "introspect_batch_cap") else \
             devices.fit_batch(model, longest, cap=size + size // 4)
-        chunk = _chunk(order, group, lo, size, stretch)
+        chunk = next_batch(order, group, lo, size, stretch)
         unit_of: dict[tuple, int] = {}
         units: list[tuple[Prompt, RowSpecs]] = []
         row_unit = []
@@ -458,7 +390,7 @@ def next_token_logprobs(
         toks, mask, offsets = pad_left(chunk, model.tokenizer.pad_token_id)
         try:
             with injecting(model, specs, chunk, offsets), torch.no_grad():
-                logits, _ = _forward(model, toks, mask, None)
+                logits, _ = forward(model, toks, mask, None)
         except Exception as e:  # out of memory: halve and redo this batch
             size = devices.halve_after_oom(model, e, size)
             continue

@@ -17,7 +17,8 @@ from torch import Tensor
 
 from introspect.engine.load import devices
 from introspect.engine.run.chat import Prompt
-from introspect.engine.run.decode import _keeps_last_logits, pad_left
+from introspect.engine.run.decode import pad_left
+from introspect.engine.run.hf_call import keeps_last_logits
 
 
 def continuation_logprobs(model: Any, prompts: Sequence[Prompt], continuations: Sequence[Sequence[int]], *,
@@ -43,7 +44,7 @@ def continuation_logprobs(model: Any, prompts: Sequence[Prompt], continuations: 
         mask = mask.to(dev)
         pos = (mask.long().cumsum(-1) - 1).clamp_(min=0)
         kw = dict(input_ids=toks.to(dev), attention_mask=mask, position_ids=pos, use_cache=False)
-        if _keeps_last_logits(type(hf)):
+        if keeps_last_logits(type(hf)):
             kw["logits_to_keep"] = keep
         try:
             with torch.no_grad():

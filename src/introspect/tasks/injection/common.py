@@ -225,7 +225,7 @@ def execute_generation(ctx: RunContext, trials: Sequence[Trial], make: Callable[
     while lo < len(trials):
         hi = min(lo + size, len(trials))
         while hi < len(trials) and _pair_key(ctx, trials[hi]) == _pair_key(ctx, trials[hi - 1]):
-            hi += 1  # a concept's control and its injected trials go through one call (see decode._chunk)
+            hi += 1  # a concept's control and its injected trials go through one call (see rows.next_batch)
         made = []
         chunk_trials, lo = trials[lo:hi], hi
         for t in chunk_trials:
