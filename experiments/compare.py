@@ -35,10 +35,12 @@ def default_out(dirs: list[Path]) -> Path:
     return Path(os.path.commonpath([str(d.resolve()) for d in dirs])) / "compare.html"
 
 
-def adapter_models(adapter: Path, models: set[str]) -> tuple[str, str, str]:
-    """(adapted model id, base model id, the pair's name) for an adapter directory whose two
-    models both have results here."""
+def adapter_models(adapter: Path, models: set[str]) -> list[tuple[str, str, str]]:
+    """(adapted model id, base model id, the pair's name) for an adapter directory whose adapted
+    and base models both have results here: one per scale run (``--adapter-scale``), each
+    against the same base."""
     import json
+    import re
 
     meta_file = adapter / "introspect_adapter.json"
     try:
@@ -46,13 +48,17 @@ def adapter_models(adapter: Path, models: set[str]) -> tuple[str, str, str]:
         tag = str(meta["adapter_hash"])
     except (OSError, ValueError, KeyError) as e:
         raise ValueError(f"{adapter} is not an adapter directory from experiments.train_aware ({type(e).__name__})") from e
-    adapted = next((m for m in sorted(models) if m.endswith("+" + tag.replace(":", "-")[:13])), None)
-    if adapted is None:
+    own = re.compile(r"\+" + re.escape(tag.replace(":", "-")[:13]) + r"(x[0-9.e+-]+)?$")
+    adapted = [m for m in sorted(models) if own.search(m)]
+    if not adapted:
         raise ValueError(f"no results of adapter {tag} here; run python -m experiments.run --adapter {adapter} first")
-    base_name = adapted.rsplit("+", 1)[0]
-    if base_name not in models:
-        raise ValueError(f"no results of the adapter's base model {base_name!r} here; run it into the same --out")
-    return adapted, base_name, f"{adapted} (adapter {tag} at layer {meta.get('layer')}) vs {base_name}"
+    out = []
+    for a in adapted:
+        base_name = a.rsplit("+", 1)[0]
+        if base_name not in models:
+            raise ValueError(f"no results of the adapter's base model {base_name!r} here; run it into the same --out")
+        out.append((a, base_name, f"{a} (adapter {tag} at layer {meta.get('layer')}) vs {base_name}"))
+    return out
 
 
 def vs_base_lines(rows: list[dict]) -> list[str]:
@@ -99,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the records hold no trials (only run headers)", file=sys.stderr)
         return 2
     try:
-        found = [adapter_models(d, set(trials["model_id"].dropna())) for d in args.adapter]
+        found = [p for d in args.adapter for p in adapter_models(d, set(trials["model_id"].dropna()))]
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="attention implementation (default auto: sdpa unless the model needs eager)")
     a("--adapter", metavar="DIR", help="LoRA adapter from experiments.train_aware, merged into its base "
                                        "model (--model defaults to that base); results go to <model>+lora-<hash>")
+    a("--adapter-scale", type=float, default=1.0, metavar="S",
+      help="the adapter's weight change times S > 0 (default 1, as trained): a dose-response knob; "
+           "results go to <model>+lora-<hash>xS")
     a("--no-resume", action="store_true", help="rerun trials already in the results files")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
@@ -274,7 +277,7 @@ def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
 def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, progress: bool = True,
                  device_map: str | None = None, device: str | None = None, dtype: str | None = None,
                  resume: bool = True, adapter: str | None = None, attention: str | None = None,
-                 revision: str | None = None) -> int:
+                 revision: str | None = None, adapter_scale: float = 1.0) -> int:
     """Run every model of a settings dict, print summaries, write summary + dashboard. Returns 0."""
     from introspect.engine.load.devices import release
     from introspect.engine.load.models import DEFAULT_MODEL, load_model
@@ -291,6 +294,12 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
     # Everything checkable without a model fails here, before any (slow) load.
     # layers not given at all: default_layers once the model's depth is known; given empty: an error
     validate(cfg0, tasks, out, shard=shard, need_layers="layers" in s and s.get("layers_grid") is None)
+    if adapter_scale != 1:
+        from introspect.engine.load.adapters import AdapterError, check_scale
+
+        if not adapter:
+            raise AdapterError(f"--adapter-scale {adapter_scale:g} needs --adapter DIR (the adapter it scales)")
+        check_scale(adapter_scale)
     notes = [f"device_map={device_map}"] if device_map else []
     reproducible = bool(s.get("reproducible"))
     if reproducible:  # before any model load: cuBLAS reads its workspace setting when CUDA starts
@@ -300,7 +309,7 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
     summaries = []
     for name in models:
         model = load_model(name, dtype=dtype, device=device, device_map=device_map, adapter=adapter,
-                           revision=revision, **({"attn_implementation": attention} if attention else {}))
+                           adapter_scale=adapter_scale, revision=revision, **({"attn_implementation": attention} if attention else {}))
         cfg = task_config(s, model.cfg.n_layers)
         chosen = [] if "layers" in s or s.get("layers_grid") is not None else [DEFAULT_LAYERS_NOTE]
         if chosen:
@@ -380,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_settings(settings, shard=shard, progress=not args.no_progress,
                             device_map=args.device_map, device=args.device, dtype=args.dtype,
                             resume=not args.no_resume, adapter=args.adapter, attention=args.attention,
-                            revision=args.revision)
+                            revision=args.revision, adapter_scale=args.adapter_scale)
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

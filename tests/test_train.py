@@ -199,6 +199,30 @@ def test_resume_from_checkpoint_gives_the_same_adapter(tiny_dir, words_file, tmp
     assert not (tmp_path / "b" / L.CHECKPOINT).exists()
 
 
+def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tiny_dir):
+    """``adapter_scale=s`` merges s times the adapter's weight change, in every adapted matrix,
+    and the result is a model of its own (name, fingerprint and card carry the scale); scale 1
+    is the adapter as trained, under its old name. Bad scales fail before any load."""
+    path, out = str(tiny_dir("llama")), trained["out"]
+    base, full = load_model(path), load_model(path, adapter=out, adapter_scale=1)
+    half = load_model(path, adapter=out, adapter_scale=0.5)
+    b, f, h = (dict(m.original_model.named_parameters()) for m in (base, full, half))
+    moved = [k for k in b if not torch.equal(b[k], f[k])]
+    assert moved and all(".layers.2." in k or ".layers.3." in k for k in moved)
+    for k in b:
+        torch.testing.assert_close(h[k] - b[k], 0.5 * (f[k] - b[k]), atol=2e-6, rtol=0)
+    info_f, info_h = model_info(full), model_info(half)
+    assert info_h.name == info_f.name + "x0.5" and info_h.fingerprint == info_f.fingerprint + "x0.5"
+    assert not info_f.name.endswith("x1")
+    card = json.loads(next(n for n in info_h.notes if n.startswith("model card: "))[len("model card: "):])
+    assert card["scale"] == 0.5 and card["fingerprint"] == info_h.fingerprint
+    for bad in (0, -1, float("nan"), float("inf"), "half", True):
+        with pytest.raises(ModelError, match="adapter scale must be a finite number > 0"):
+            load_model(path, adapter=out, adapter_scale=bad)
+    with pytest.raises(ModelError, match="needs an adapter"):
+        load_model(path, adapter_scale=0.5)
+
+
 def test_adapter_refused_when_tampered_or_for_other_weights(trained, tiny_dir, tmp_path):
     bad = tmp_path / "bad"
     shutil.copytree(trained["out"], bad)
@@ -302,12 +326,20 @@ def test_run_and_compare_with_adapter_side_by_side(trained, tiny_dir, tmp_path, 
     assert header["fingerprint"].endswith("+" + meta["adapter_hash"])
     assert any(n.startswith(lora.ADAPTER_NOTE) for n in header["notes"])
     capsys.readouterr()
+    for bad in (["--adapter", str(adapter), "--adapter-scale", "0"], ["--adapter", str(adapter), "--adapter-scale", "nan"],
+                ["--adapter-scale", "0.5", "--model", str(tiny_dir("llama"))]):
+        assert run.main([*bad, *common]) == 2  # one line, before any load or write
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err and "adapter" in err, err
+    assert run.main(["--adapter", str(adapter), "--adapter-scale", "0.5", *common]) == 0  # a model of its own
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [*folders, folders[1] + "x0.5"]
     assert compare.main([str(out), "--adapter", str(adapter)]) == 0
     html = (out / "compare.html").read_text()
     assert f"adapter {meta['adapter_hash']} at layer 1" in html
-    vb = pd.read_csv(out / "vs_base.csv")  # the adapted model minus its base, paired by concept
-    assert sorted(vb["metric"]) == ["net_vs_base", "net_vs_random_vs_base"]
-    assert (vb["model_id"] == f"{folders[1]} − llama").all() and (vb["n_clusters"] == 2).all()
+    vb = pd.read_csv(out / "vs_base.csv")  # each adapted model minus its base, paired by concept
+    assert sorted(vb["metric"]) == ["net_vs_base", "net_vs_base", "net_vs_random_vs_base", "net_vs_random_vs_base"]
+    assert sorted(set(vb["model_id"])) == [f"{folders[1]} − llama", f"{folders[1]}x0.5 − llama"]
+    assert (vb["n_clusters"] == 2).all()
     printed = capsys.readouterr().out
     assert "net_vs_base" in printed and "net_vs_base" in html and "paired by concept" in printed
     assert compare.main([str(out / "llama"), "--adapter", str(adapter)]) == 2  # the adapted run is elsewhere

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +63,31 @@ def read_adapter(path: Path | str) -> tuple[dict[str, Any], dict[str, torch.Tens
     return meta, state, config
 
 
-def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: str) -> dict[str, Any]:
+def check_scale(scale: Any) -> float:
+    """An adapter scale: a finite number > 0 (1 is the adapter as trained)."""
+    try:
+        s = float(scale)
+    except (TypeError, ValueError):
+        s = float("nan")
+    if isinstance(scale, bool) or not math.isfinite(s) or s <= 0:
+        raise AdapterError(f"adapter scale must be a finite number > 0 (1 = as trained, 0.5 = half its "
+                           f"weight change), got {scale!r}")
+    return s
+
+
+def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: str, scale: float = 1.0) -> dict[str, Any]:
     """Merge the adapter at ``path`` into a plain HF model in place; returns its metadata.
 
+    ``scale`` multiplies the adapter's weight change (every LoRA layer's scaling, as PEFT's
+    ``scale_layer``): a dose-response knob, since how much of a trained change a model needs to
+    detect an injection is a question in itself, and a smaller change damages it less
+    (docs/positive-control.md). A scale other than 1 is recorded in the metadata (``scale``).
     Refuses an adapter trained on other weights (its recorded base fingerprint differs).
     """
     from peft import PeftModel
+    from peft.tuners.lora import LoraLayer
 
+    scale = check_scale(scale)
     meta, _, _ = read_adapter(path)
     if meta.get("base_fingerprint") != base_fingerprint:
         raise AdapterError(f"adapter {path} was trained on {meta.get('base_model')!r} "
@@ -77,6 +96,11 @@ def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: st
         peft_model = PeftModel.from_pretrained(hf_model, str(Path(path).expanduser()))
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         raise AdapterError(f"cannot apply adapter {path}: {' '.join(str(e).split())[:160]}") from e
+    if scale != 1:
+        for m in peft_model.modules():
+            if isinstance(m, LoraLayer):
+                m.scale_layer(scale)
+        meta = {**meta, "scale": scale}
     peft_model.merge_and_unload()
     return meta
 

@@ -22,7 +22,7 @@ import torch
 import yaml
 
 from introspect.engine.load import attention, devices, fastpath, gguf_files, head, hub
-from introspect.engine.load.adapters import ADAPTER_NOTE, merge_into
+from introspect.engine.load.adapters import ADAPTER_NOTE, check_scale, merge_into
 from introspect.engine.load.gguf_files import ModelError
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -282,6 +282,7 @@ def load_model(
     device_map: str | dict | None = None,
     attn_implementation: str | None = "auto",
     adapter: str | Path | None = None,
+    adapter_scale: float = 1.0,
     revision: str | None = None,
     fp32_head: bool | None = None,
 ) -> Any:
@@ -298,6 +299,8 @@ def load_model(
     (``introspect.engine.load.attention``). ``adapter``: a LoRA directory from ``experiments.train_aware``,
     merged into the HF weights before the bridge boots (every hook name unchanged); the model then
     has its own name and fingerprint and its card names the adapter (``introspect.train.lora``).
+    ``adapter_scale``: the adapter's weight change times this (> 0); a scale other than 1 joins
+    the model's name (``+lora-<hash>x0.5``) and fingerprint.
     ``revision``: a hub id's branch, tag or commit (its snapshot folder, hence the fingerprint).
     ``fp32_head``: project to logits in float32 (None: on for bf16/fp16 models; it costs
     d_vocab × d_model × 4 bytes, counted in placement: ``introspect.engine.load.head``).
@@ -308,6 +311,9 @@ def load_model(
 
     hf_logging.disable_progress_bar()  # a script's own progress bar is the one worth reading
     attention.check_choice(attn_implementation)
+    if adapter_scale != 1 and adapter is None:
+        raise ModelError(f"adapter_scale {adapter_scale!r} needs an adapter; give --adapter DIR or drop the scale")
+    check_scale(adapter_scale)
     path, entry = resolve(name_or_path)
     if not Path(path).is_dir():  # a hub id: its snapshot folder (downloaded once, named by its commit)
         path = str(hub.snapshot(path, revision=revision))
@@ -335,7 +341,7 @@ def load_model(
     hf.eval()
     adapter_meta = None
     if adapter is not None:
-        adapter_meta = merge_into(hf, adapter, fingerprint)
+        adapter_meta = merge_into(hf, adapter, fingerprint, adapter_scale)
     # The bridge wraps this HF model in place; the user's TL model is what we return.
     bridge = TransformerBridge.boot_transformers(path, hf_model=hf, tokenizer=tok, dtype=torch_dtype)
     bridge.eval()
@@ -390,10 +396,12 @@ def adapted_info(info: Any, meta: dict[str, Any]) -> Any:
     (results folders, vector caches and the results guard keep it apart from the base), the card
     note extended with the adapter, and a note with its hash, base model and training config."""
     tag = str(meta["adapter_hash"])
-    name = f"{info.name}+{tag.replace(':', '-')[:13]}"
-    fingerprint = f"{info.fingerprint}+{tag}"
+    scale = float(meta.get("scale", 1.0))
+    times = f"x{scale:g}" if scale != 1 else ""  # a scaled adapter is another model
+    name = f"{info.name}+{tag.replace(':', '-')[:13]}{times}"
+    fingerprint = f"{info.fingerprint}+{tag}{times}"
     ident = {"adapter": tag, "base_model": meta.get("base_model"), "base_fingerprint": meta.get("base_fingerprint"),
-             "layer": meta.get("layer"), "rank": meta.get("rank")}
+             "layer": meta.get("layer"), "rank": meta.get("rank"), **({"scale": scale} if times else {})}
     card = {**info.card(), "model": name, "fingerprint": fingerprint, **ident}
     notes = [n for n in info.notes if not n.startswith(CARD_NOTE)]
     notes.append(ADAPTER_NOTE + json.dumps({**ident, "training": meta.get("training", {})}, sort_keys=True))
