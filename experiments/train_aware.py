@@ -16,6 +16,12 @@ rerun the same command to resume; a resume whose word files or split differ is r
 peft adapter, its hash, the base model's fingerprint and the training config
 (introspect_adapter.json, written last), the replayed answers (replay.json) and the damage gates
 (in the summary line and introspect_adapter.json). Bad input is one ``error:`` line and exit 2.
+
+    python -m experiments.train_aware --gates adapters/smollm2-L24 --adapter-scale 0.125
+
+measures a saved adapter's damage gates again, its weight change times S (default 1), on the
+replayed answers and questions it was trained beside; printed, and written to
+DIR/damage_gates_xS.json.
 """
 
 from __future__ import annotations
@@ -76,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--train-words-file", help="training words YAML (default concepts/train_words.yaml)")
     a("--check", type=int, default=6, metavar="N",
       help="after training, greedy check on N training and N held-out concepts (0 = skip)")
+    a("--gates", type=Path, metavar="DIR", help="measure the damage gates of the saved adapter DIR again "
+      "(nothing is trained); with --adapter-scale S, of S times its weight change")
+    a("--adapter-scale", type=float, default=1.0, metavar="S", help="with --gates: the adapter's weight change times S > 0")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
     return ap
@@ -116,7 +125,14 @@ def _config(args: argparse.Namespace, layer: int):
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
+    if args.gates is not None:
+        return run(args, lambda: _gates_again(args.gates, args.adapter_scale))
+
     def body() -> int:
+        if args.adapter_scale != 1:
+            from introspect.train.data import TrainDataError
+
+            raise TrainDataError("--adapter-scale applies to --gates DIR (training always trains the whole adapter)")
         _config(args, 0)  # numbers checked before the (slow) model load
         from introspect.engine.load.models import DEFAULT_MODEL, load_model
         from introspect.tasks.runner import model_slug
@@ -146,13 +162,29 @@ def main(argv: list[str] | None = None) -> int:
     return run(args, body)
 
 
+def _gates_again(adapter: Path, scale: float) -> int:
+    """``--gates DIR``: the saved adapter's damage gates at ``scale``, printed and written atomically."""
+    from introspect.engine.load.adapters import check_scale, read_adapter
+    from introspect.report.metrics import atomic_write_text
+    from introspect.train.remeasure import saved_gates
+
+    scale = check_scale(scale)
+    read_adapter(adapter)  # a bad directory fails before the (slow) model load
+    g = saved_gates(adapter, scale)
+    out = adapter / f"damage_gates_x{scale:g}.json"
+    atomic_write_text(out, json.dumps(g, indent=1, sort_keys=True) + "\n")
+    print(f"adapter {g['adapter_hash']} at scale {scale:g}: " + _gates_line(g))
+    print(f"wrote {out}")
+    return 0
+
+
 def _gates_line(g: dict) -> str:
     """One line per gate: figure, bound, pass/fail (the figures are in the summary's JSON too)."""
     def f(v):
         return "n/a" if v is None else f"{v:.2f}"
     marks = {True: "pass", False: "FAIL", None: "not measured"}
     return ("damage gates: " + "; ".join(f"{k} {f(g[k])} ({g['gates'][k]}: {marks[g['passed'][k]]})" for k in g["passed"])
-            + f"; replay KL to the base model {f(g['replay_kl'])} nats/token over {g['replay_n']} held-out prompts, "
+            + f"; replay KL to the base model {'n/a' if g['replay_kl'] is None else format(g['replay_kl'], '.2g')} nats/token over {g['replay_n']} held-out prompts, "
             f"base model decoded again identical {f(g['replay_identical_base'])}, a random weight change of the "
             f"adapter's size identical {f(g.get('replay_identical_random'))}; detection phrases of the base model "
             f"{f(g.get('detection_phrases_base'))}; content answers of the base model "

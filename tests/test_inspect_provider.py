@@ -56,6 +56,12 @@ def test_entry_point_is_listed_and_resolves():
     assert m.api.batch_size == 4 and len(P._MODELS) == n_loaded  # __init__ loads nothing
     with pytest.raises(ValueError, match="unknown model args"):
         get_model("introspect/x", memoize=False, temperature_typo=1)
+    s = get_model("introspect/x", memoize=False, adapter="some/dir", adapter_scale="0.5")  # -M values may be strings
+    assert s.api.adapter_scale == 0.5 and len(P._MODELS) == n_loaded
+    with pytest.raises(ValueError, match="adapter scale must be a finite number > 0"):
+        get_model("introspect/x", memoize=False, adapter="some/dir", adapter_scale=0)
+    with pytest.raises(ValueError, match="adapter_scale needs an adapter"):
+        get_model("introspect/x", memoize=False, adapter_scale=0.5)
 
 
 def test_registry_module_imports_only_inspect():

@@ -199,7 +199,7 @@ def test_resume_from_checkpoint_gives_the_same_adapter(tiny_dir, words_file, tmp
     assert not (tmp_path / "b" / L.CHECKPOINT).exists()
 
 
-def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tiny_dir):
+def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tiny_dir, capsys):
     """``adapter_scale=s`` merges s times the adapter's weight change, in every adapted matrix,
     and the result is a model of its own (name, fingerprint and card carry the scale); scale 1
     is the adapter as trained, under its old name. Bad scales fail before any load."""
@@ -221,6 +221,46 @@ def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tin
             load_model(path, adapter=out, adapter_scale=bad)
     with pytest.raises(ModelError, match="needs an adapter"):
         load_model(path, adapter_scale=0.5)
+    # --gates DIR --adapter-scale S: bad input is one line, before any load
+    from experiments import train_aware
+
+    capsys.readouterr()
+    for argv in (["--gates", str(out), "--adapter-scale", "0"], ["--adapter-scale", "0.5"],
+                 ["--gates", str(out.parent / "nowhere")]):
+        assert train_aware.main([*argv, "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err, err
+    assert not list(out.glob("damage_gates_*"))
+
+
+@pytest.mark.slow  # three gate measurements, ~20 s
+def test_gates_measured_again_on_the_saved_adapter_at_a_scale(trained, tiny_dir, monkeypatch):
+    """``train_aware --gates DIR --adapter-scale S``: the gates run on the model ``run --adapter
+    DIR --adapter-scale S`` evaluates (the adapter attached live and scaled gives the merged
+    model's log-probs), with the training's split; at scale 1 they read what training's model
+    reads."""
+    from introspect.train import gates as G
+    from introspect.train.remeasure import saved_gates
+
+    model, plan, cfg, out = trained["model"], trained["plan"], trained["cfg"], trained["out"]
+    path = str(tiny_dir("llama"))
+    p = D.render(model.tokenizer, D.detection_conv("short", 1))
+    seen = {}
+    real = G.damage_gates
+
+    def spy(m, pl, c):
+        seen["lp"], seen["split"] = next_token_logprobs(m, [p])[0], (pl.train, pl.heldout)
+        return real(m, pl, c)
+
+    monkeypatch.setattr(G, "damage_gates", spy)
+    again = saved_gates(out, 0.5)
+    merged = next_token_logprobs(load_model(path, adapter=out, adapter_scale=0.5), [p])[0]
+    full = next_token_logprobs(load_model(path, adapter=out), [p])[0]
+    assert torch.allclose(seen["lp"], merged, atol=1e-4) and not torch.allclose(seen["lp"], full, atol=1e-3)
+    assert seen["split"] == (plan.train, plan.heldout) and again["scale"] == 0.5
+    now, one = real(model, plan, cfg), saved_gates(out)
+    for k in ("content_answers", "content_answers_base", "detection_phrases", "detection_phrases_base", "content_n"):
+        assert one[k] == now[k], k
 
 
 def test_adapter_refused_when_tampered_or_for_other_weights(trained, tiny_dir, tmp_path):

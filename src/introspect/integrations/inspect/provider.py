@@ -2,7 +2,7 @@
 
 ``inspect eval task.py --model introspect/<registry-name-or-path>`` (an absolute path keeps its
 slash: ``introspect//data/models/x``). Model args (``-M``): ``adapter`` (a LoRA directory,
-merged at load), ``device``, ``dtype``, ``batch_size`` (rows per decoding batch) and ``path``
+merged at load), ``adapter_scale`` (its weight change times this, default 1), ``device``, ``dtype``, ``batch_size`` (rows per decoding batch) and ``path``
 (overrides the name; a ``model`` arg cannot exist, ``get_model`` takes that name itself).
 
 Every request is decoded by the toolkit's one generation loop (``introspect.engine.run.decode``):
@@ -43,6 +43,7 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
+from introspect.engine.load.adapters import check_scale
 from introspect.engine.load.models import load_model, model_info
 from introspect.engine.run.chat import Prompt
 from introspect.engine.run.decode import DecodeStats, Sampling, generate
@@ -66,16 +67,16 @@ DEFAULT_TEMPERATURE = 1.0  # the toolkit samples at T = 1 unless told otherwise
 STOP_REASON = {"eos": "stop", "stop": "stop", "length": "max_tokens"}
 
 _LOCK = threading.Lock()  # one request at a time per process: hooks live on the shared model
-_MODELS: dict[tuple, Any] = {}  # (name, adapter, device, dtype) -> loaded bridge
+_MODELS: dict[tuple, Any] = {}  # (name, adapter, adapter scale, device, dtype) -> loaded bridge
 _CONTEXTS: dict[int, RunContext] = {}  # id(model) -> a RunContext holding its vector bank
 
 
 def loaded_model(name: str, *, adapter: str | None = None, device: str | None = None,
-                 dtype: str | None = None) -> Any:
+                 dtype: str | None = None, adapter_scale: float = 1.0) -> Any:
     """The toolkit model for these arguments, loaded once per process."""
-    key = (name, adapter, device, dtype)
+    key = (name, adapter, adapter_scale, device, dtype)
     if key not in _MODELS:
-        _MODELS[key] = load_model(name, dtype=dtype, device=device, adapter=adapter)
+        _MODELS[key] = load_model(name, dtype=dtype, device=device, adapter=adapter, adapter_scale=adapter_scale)
     return _MODELS[key]
 
 
@@ -280,7 +281,7 @@ class IntrospectAPI(ModelAPI):
                  config: GenerateConfig | None = None, **model_args: Any) -> None:
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key,
                          config=config if config is not None else GenerateConfig())
-        allowed = {"path", "adapter", "device", "dtype", "batch_size"}
+        allowed = {"path", "adapter", "adapter_scale", "device", "dtype", "batch_size"}
         unknown = set(model_args) - allowed
         if unknown:
             raise ValueError(f"introspect provider: unknown model args {sorted(unknown)}; it takes {sorted(allowed)}")
@@ -288,6 +289,9 @@ class IntrospectAPI(ModelAPI):
         if not self.name:
             raise ValueError("introspect provider: name a model, e.g. introspect/smollm2-135m-instruct")
         self.adapter = model_args.get("adapter")
+        self.adapter_scale = check_scale(model_args.get("adapter_scale", 1.0))
+        if self.adapter_scale != 1 and not self.adapter:
+            raise ValueError("introspect provider: adapter_scale needs an adapter (-M adapter=DIR)")
         self.device = model_args.get("device")
         self.dtype = model_args.get("dtype")
         self.batch_size = int(model_args.get("batch_size", 16))
@@ -297,11 +301,13 @@ class IntrospectAPI(ModelAPI):
     def model(self) -> Any:
         """The loaded bridge (loads it on first use; shared by every instance with these args)."""
         with _LOCK:
-            return loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype)
+            return loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype,
+                                adapter_scale=self.adapter_scale)
 
     def _run(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         with _LOCK:
-            model = loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype)
+            model = loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype,
+                                adapter_scale=self.adapter_scale)
             return run_request(model, messages, config, batch_size=self.batch_size, model_name=self.model_name)
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
