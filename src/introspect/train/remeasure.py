@@ -14,17 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from introspect.engine.load.adapters import AdapterError, check_scale, read_adapter
-
-
-def scale_adapter(model: Any, scale: float) -> None:
-    """Multiply every attached LoRA map's scaling by ``scale`` (PEFT's ``scale_layer``), as
-    ``load_model(adapter_scale=)`` does before merging."""
-    from peft.tuners.lora import LoraLayer
-
-    for m in model.original_model.modules():
-        if isinstance(m, LoraLayer):
-            m.scale_layer(scale)
+from introspect.engine.load.adapters import AdapterError, check_scale, read_adapter, scale_lora
 
 
 def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None) -> dict[str, Any]:
@@ -64,5 +54,5 @@ def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None) -> d
                            "(word files or the model changed); measure with the files it was trained on")
     lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha, seed=cfg.seed)
     lora.load_adapter_state(model, state)
-    scale_adapter(model, scale)
+    scale_lora(model.original_model, scale)  # as load_model(adapter_scale=) does before merging
     return {**damage_gates(model, plan, cfg), "scale": scale, "adapter_hash": meta["adapter_hash"]}

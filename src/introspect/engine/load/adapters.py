@@ -75,6 +75,16 @@ def check_scale(scale: Any) -> float:
     return s
 
 
+def scale_lora(module: torch.nn.Module, scale: float) -> None:
+    """Multiply every LoRA map's scaling under ``module`` by ``scale`` (PEFT's ``scale_layer``):
+    the one place a dose is applied, whether the adapter is then merged or stays attached."""
+    from peft.tuners.lora import LoraLayer
+
+    for m in module.modules():
+        if isinstance(m, LoraLayer):
+            m.scale_layer(scale)
+
+
 def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: str, scale: float = 1.0) -> dict[str, Any]:
     """Merge the adapter at ``path`` into a plain HF model in place; returns its metadata.
 
@@ -85,7 +95,6 @@ def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: st
     Refuses an adapter trained on other weights (its recorded base fingerprint differs).
     """
     from peft import PeftModel
-    from peft.tuners.lora import LoraLayer
 
     scale = check_scale(scale)
     meta, _, _ = read_adapter(path)
@@ -97,9 +106,7 @@ def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: st
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         raise AdapterError(f"cannot apply adapter {path}: {' '.join(str(e).split())[:160]}") from e
     if scale != 1:
-        for m in peft_model.modules():
-            if isinstance(m, LoraLayer):
-                m.scale_layer(scale)
+        scale_lora(peft_model, scale)
         meta = {**meta, "scale": scale}
     peft_model.merge_and_unload()
     return meta
