@@ -294,12 +294,6 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
     # Everything checkable without a model fails here, before any (slow) load.
     # layers not given at all: default_layers once the model's depth is known; given empty: an error
     validate(cfg0, tasks, out, shard=shard, need_layers="layers" in s and s.get("layers_grid") is None)
-    if adapter_scale != 1:
-        from introspect.engine.load.adapters import AdapterError, check_scale
-
-        if not adapter:
-            raise AdapterError(f"--adapter-scale {adapter_scale:g} needs --adapter DIR (the adapter it scales)")
-        check_scale(adapter_scale)
     notes = [f"device_map={device_map}"] if device_map else []
     reproducible = bool(s.get("reproducible"))
     if reproducible:  # before any model load: cuBLAS reads its workspace setting when CUDA starts

@@ -312,7 +312,8 @@ def load_model(
     hf_logging.disable_progress_bar()  # a script's own progress bar is the one worth reading
     attention.check_choice(attn_implementation)
     if adapter_scale != 1 and adapter is None:
-        raise ModelError(f"adapter_scale {adapter_scale!r} needs an adapter; give --adapter DIR or drop the scale")
+        raise ModelError(f"adapter scale {adapter_scale!r} needs an adapter to scale; give one "
+                         "(adapter=DIR; --adapter DIR on the command line) or drop the scale")
     check_scale(adapter_scale)
     path, entry = resolve(name_or_path)
     if not Path(path).is_dir():  # a hub id: its snapshot folder (downloaded once, named by its commit)
