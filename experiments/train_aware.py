@@ -164,16 +164,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _gates_again(adapter: Path, scale: float) -> int:
     """``--gates DIR``: the saved adapter's damage gates at ``scale``, printed and written atomically."""
-    from introspect.engine.load.adapters import check_scale, read_adapter
     from introspect.report.metrics import atomic_write_text
     from introspect.train.remeasure import saved_gates
 
-    scale = check_scale(scale)
-    read_adapter(adapter)  # a bad directory fails before the (slow) model load
-    g = saved_gates(adapter, scale)
-    out = adapter / f"damage_gates_x{scale:g}.json"
+    g = saved_gates(adapter, scale)  # scale and directory checked there, before the (slow) model load
+    out = adapter / f"damage_gates_x{g['scale']:g}.json"
     atomic_write_text(out, json.dumps(g, indent=1, sort_keys=True) + "\n")
-    print(f"adapter {g['adapter_hash']} at scale {scale:g}: " + _gates_line(g))
+    print(f"adapter {g['adapter_hash']} at scale {g['scale']:g}: " + _gates_line(g))
     print(f"wrote {out}")
     return 0
 
