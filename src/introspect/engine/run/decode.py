@@ -45,6 +45,7 @@ from introspect.engine.run.inject import (
     injecting,
     spec_key,
 )
+from introspect.engine.run.record import Generation, RowRecords
 from introspect.engine.run.rows import min_rows, next_batch
 from introspect.engine.run.sampling import (  # noqa: F401  (re-exported: the public names live here too)
     GREEDY,
@@ -55,32 +56,11 @@ from introspect.engine.run.sampling import (  # noqa: F401  (re-exported: the pu
     resolve_sampling,
     stream_seed,
 )
-from introspect.engine.run.stopping import Tails, cut_at_stop
+from introspect.engine.run.stopping import Tails
 from introspect.engine.run.stopping import eos_ids as _eos_ids
 
 MIN_SHARED_PREFIX = 8  # shorter shared prefixes are not worth an extra forward call
 COMPACT_SHARE = 0.25  # finished rows idle in the batch until this share of it is idle, then one compaction
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One output row: text, generated ids, log-probabilities, and how it was produced."""
-
-    text: str
-    tokens: tuple[int, ...]
-    first_logprobs: Float[Tensor, " vocab"]  # full distribution at the first generated step
-    token_logprobs: tuple[float, ...] = ()  # log p of each generated token
-    step_logprobs: dict[int, Tensor] = field(default_factory=dict)  # full distribution at asked steps
-    marked_logprobs: dict[str, Tensor] = field(default_factory=dict)  # at the step after a marker
-    sample: int = 0
-    seed: int | None = None  # this row's RNG stream (None when greedy)
-    stop_reason: str = "length"  # "eos", "stop", or "length" (cut by max_new_tokens)
-    batch: int = 0  # rows of the batch it was decoded in (its rounding depends on them)
-    top_logprobs: tuple[tuple[tuple[int, float], ...], ...] = ()  # per generated token: its step's top k (id, log p)
-
-    @property
-    def truncated(self) -> bool:
-        return self.stop_reason == "length"
 
 
 @dataclass
@@ -117,6 +97,35 @@ def shared_prefix(units: Sequence[tuple[Prompt, RowSpecs]]) -> int:
 
 
 # ---------------------------------------------------------------- one batch
+def _layout(units: list[tuple[Prompt, RowSpecs]], lp: int, pad_id: int) -> tuple[list[int], int, Tensor, Tensor]:
+    """Each unit's own tokens (after the shared prefix of ``lp``), left-padded to the longest:
+    their offsets, the width, ids ``[unit, width]`` and attention mask ``[unit, lp + width]``."""
+    own = [len(p) - lp for p, _ in units]
+    w = max(own)
+    offsets = [w - n for n in own]
+    u_ids = torch.full((len(units), w), pad_id, dtype=torch.long)
+    u_mask = torch.zeros((len(units), lp + w), dtype=torch.long)
+    u_mask[:, :lp] = 1
+    for i, (p, _) in enumerate(units):
+        u_ids[i, offsets[i]:] = torch.tensor(p.ids[lp:], dtype=torch.long)
+        u_mask[i, lp + offsets[i]:] = 1
+    return offsets, w, u_ids, u_mask
+
+
+def _compact(cache: Any, bmask: Tensor, slots: list[int | None], floor: int, stats: DecodeStats) -> tuple[Tensor, list[int | None]]:
+    """Drop idle slots from the KV cache and mask once a quarter of the batch is idle, keeping at
+    least ``floor`` slots (a batch never runs under ``rows.min_rows`` rows)."""
+    idle = sum(r is None for r in slots)
+    if not idle or idle < COMPACT_SHARE * len(slots) or len(slots) <= floor:
+        return bmask, slots
+    keep = [j for j, r in enumerate(slots) if r is not None]
+    keep = sorted(keep + [j for j, r in enumerate(slots) if r is None][:max(0, floor - len(keep))])
+    keep_t = torch.tensor(keep, dtype=torch.long, device=bmask.device)
+    cache.reorder_cache(keep_t)
+    stats.compactions += 1
+    return bmask[keep_t], [slots[j] for j in keep]
+
+
 def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[int], seeds: list[int | None],
                samples: list[int], *, sampling: Sampling, max_new_tokens: int, min_new_tokens: int, stops: tuple[str, ...],
                steps: set[int], markers: tuple[str, ...], use_cache: bool, share: bool,
@@ -131,27 +140,13 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
     pad_id = 0 if pad_id is None else pad_id
     eos, dev = eos_ids(model), model.cfg.device
     eos_t = torch.tensor(sorted(eos), dtype=torch.long) if eos else None  # moved to the logits' device once
-    tails = Tails(tok, stops, markers)
     lp = shared_prefix(units) if (share and use_cache and len(units) > 1) else 0
-    own = [len(p) - lp for p, _ in units]
-    w = max(own)
-    offsets = [w - n for n in own]
-    u_ids = torch.full((len(units), w), pad_id, dtype=torch.long)
-    u_mask = torch.zeros((len(units), lp + w), dtype=torch.long)
-    u_mask[:, :lp] = 1
-    for i, (p, _) in enumerate(units):
-        u_ids[i, offsets[i]:] = torch.tensor(p.ids[lp:], dtype=torch.long)
-        u_mask[i, lp + offsets[i]:] = 1
+    offsets, w, u_ids, u_mask = _layout(units, lp, pad_id)
     b, ru = len(row_unit), torch.tensor(row_unit, dtype=torch.long)
     reps = [row_unit.index(u) for u in range(len(units))]
     mult = [row_unit.count(u) for u in range(len(units))]
     gens = [torch.Generator().manual_seed(s) if s is not None else None for s in seeds]
-    out_ids: list[list[int]] = [[] for _ in range(b)]
-    tok_lp: list[list[float]] = [[] for _ in range(b)]
-    top_lp: list[list[tuple[tuple[int, float], ...]]] = [[] for _ in range(b)]
-    step_lp: list[dict[int, Tensor]] = [{} for _ in range(b)]
-    mark_lp: list[dict[str, Tensor]] = [{} for _ in range(b)]
-    reason = ["length"] * b
+    rec = RowRecords(b, eos, Tails(tok, stops, markers), steps, markers, top_k)
     ids, mask = u_ids[ru], u_mask[ru]
     stats.shared_prefix.append(lp)
     floor = min_rows(model)  # CPU GEMMs round a row as in any larger batch only from this many rows on
@@ -188,41 +183,10 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                 if t < min_new_tokens and eos_t is not None:  # as transformers' min_new_tokens
                     eos_t = eos_t.to(logits.device)
                     logits = logits.index_fill(1, eos_t, float("-inf"))
-                lps = torch.log_softmax(logits, dim=-1)
                 nxt = choose(logits, sampling, [gens[r] if r is not None else None for r in slots])
-                chosen = lps.gather(1, nxt[:, None])[:, 0]
-                nxt_h, lp_h = nxt.tolist(), chosen.tolist()  # all that crosses to the host each step
-                if top_k:  # ... and, when asked, each row's k most likely tokens
-                    top_v, top_i = lps.topk(min(top_k, lps.shape[-1]), dim=-1)
-                    top_h = [tuple(zip(i, v)) for i, v in zip(top_i.tolist(), top_v.tolist())]
-                live = [j for j, r in enumerate(slots) if r is not None]
-                want = {j: [mk for mk in markers if mk not in mark_lp[slots[j]] and tails.ends_with(out_ids[slots[j]], mk)]
-                        for j in live}
-                full_rows = [j for j in live if t == 0 or t in steps or want[j]]
-                if full_rows:  # the few full distributions asked for
-                    full = lps[torch.tensor(full_rows, device=lps.device)].cpu()
-                    for k, j in enumerate(full_rows):
-                        if t == 0 or t in steps:
-                            step_lp[slots[j]][t] = full[k]
-                        for mk in want[j]:
-                            mark_lp[slots[j]][mk] = full[k]
-                done = []
-                for j in live:
-                    r, tid = slots[j], nxt_h[j]
-                    if tid in eos:
-                        reason[r] = "eos"
-                        done.append(j)
-                        continue
-                    out_ids[r].append(tid)
-                    tok_lp[r].append(lp_h[j])
-                    if top_k:
-                        top_lp[r].append(top_h[j])
-                    if tails.stopped(out_ids[r]):
-                        reason[r] = "stop"
-                        done.append(j)
-                if len(done) == len(live) or t == max_new_tokens - 1:
+                done, nxt_of = rec.take(t, slots, torch.log_softmax(logits, dim=-1), nxt)
+                if len(done) == len(nxt_of) or t == max_new_tokens - 1:
                     break
-                nxt_of = {slots[j]: nxt_h[j] for j in live}
                 for j in done:
                     slots[j] = None
                 if not use_cache:
@@ -233,15 +197,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                     col_mask[go, 0] = 1
                     ids, mask = torch.cat([ids, col_ids], 1), torch.cat([mask, col_mask], 1)
                     continue
-                idle = sum(r is None for r in slots)
-                if idle and idle >= COMPACT_SHARE * len(slots) and len(slots) > floor:  # compact once
-                    keep = [j for j, r in enumerate(slots) if r is not None]
-                    keep = sorted(keep + [j for j, r in enumerate(slots) if r is None][:max(0, floor - len(keep))])
-                    keep_t = torch.tensor(keep, dtype=torch.long, device=dev)
-                    cache.reorder_cache(keep_t)
-                    stats.compactions += 1
-                    bmask = bmask[keep_t]
-                    slots = [slots[j] for j in keep]
+                bmask, slots = _compact(cache, bmask, slots, floor, stats)
                 if done:
                     inj.select(slots)
                 step = torch.tensor([[nxt_of[r] if r is not None else pad_id] for r in slots], dtype=torch.long)
@@ -252,14 +208,7 @@ def _run_batch(model: Any, units: list[tuple[Prompt, RowSpecs]], row_unit: list[
                 logits, cache = forward(model, step, bmask, cache)
                 stats.tokens_computed += len(slots)
         stats.add_fired(inj.fired)
-    res = []
-    for r in range(b):
-        text = tok.decode(out_ids[r], skip_special_tokens=True)
-        if reason[r] == "stop":
-            text = cut_at_stop(text, stops)
-        res.append(Generation(text, tuple(out_ids[r]), step_lp[r][0], tuple(tok_lp[r]), step_lp[r], mark_lp[r],
-                              samples[r], seeds[r], reason[r], top_logprobs=tuple(top_lp[r])))
-    return res
+    return rec.generations(tok, stops, samples, seeds)
 
 
 # ---------------------------------------------------------------- public API
