@@ -30,7 +30,7 @@ PROMPT = [ChatMessageUser(content="Tell me about it.")]
 def tiny_path(tiny_dir, tiny_model):
     path = str(tiny_dir("llama"))
     # the provider's per-process cache holds the session's tiny model: loaded once for every test
-    P._MODELS.setdefault((path, None, 1.0, None, None), tiny_model("llama"))
+    P._MODELS.setdefault(P.model_key(path), tiny_model("llama"))
     return path
 
 
@@ -168,7 +168,7 @@ def test_the_provider_loads_a_model_by_path_once(tiny_dir):
     """No pre-seeded cache: the first request loads the directory (as ``load_model`` would), and
     a second provider instance with the same args reuses the loaded model."""
     path = str(tiny_dir("qwen2"))
-    key = (path, None, 1.0, None, "float32")
+    key = P.model_key(path, dtype="float32")
     P._MODELS.pop(key, None)
     a = get_model(f"introspect/{path}", memoize=False, dtype="float32")
     assert key not in P._MODELS  # nothing loaded yet

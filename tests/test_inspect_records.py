@@ -38,7 +38,7 @@ def _task() -> Task:
 @pytest.fixture(scope="module")
 def eval_log(tiny_dir, tiny_model, tmp_path_factory):
     path = str(tiny_dir("llama"))
-    P._MODELS.setdefault((path, None, 1.0, None, None), tiny_model("llama"))  # the session's model, loaded once
+    P._MODELS.setdefault(P.model_key(path), tiny_model("llama"))  # the session's model, loaded once
     out = tmp_path_factory.mktemp("inspect-logs")
     logs = eval(_task(), model=f"introspect/{path}", display="none", log_dir=str(out), log_format="json")
     assert len(logs) == 1 and logs[0].status == "success", logs[0].error
@@ -105,7 +105,7 @@ def test_task_a_as_an_inspect_eval(tiny_dir, tiny_model, tmp_path):
     from introspect.integrations.inspect.tasks import injected_thoughts
 
     path = str(tiny_dir("llama"))
-    P._MODELS.setdefault((path, None, 1.0, None, None), tiny_model("llama"))
+    P._MODELS.setdefault(P.model_key(path), tiny_model("llama"))
     t = injected_thoughts(layer=2, alpha=2, alpha_units="resid", n_concepts=2, max_tokens=6, ablations=False,
                           n_bias=0)
     log = eval(t, model=f"introspect/{path}", display="none", log_dir=str(tmp_path), log_format="json",

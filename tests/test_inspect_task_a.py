@@ -51,7 +51,7 @@ def test_inspect_task_a_equals_the_direct_run(tiny_dir, tiny_model, tmp_path, th
     threads(1)
     path, model = str(tiny_dir("llama")), tiny_model("llama")
     direct = _direct(model, tmp_path / "direct")
-    P._MODELS.setdefault((path, None, 1.0, None, None), model)
+    P._MODELS.setdefault(P.model_key(path), model)
     P._CONTEXTS.pop(id(model), None)  # the provider's vector bank reads the vectors the direct run cached
     task = injected_thoughts(layer=list(LAYERS), alpha=ALPHA, alpha_units=UNITS, n_concepts=N_CONCEPTS, samples=SAMPLES,
                              max_tokens=TOKENS, n_bias=N_BIAS)

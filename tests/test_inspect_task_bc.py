@@ -36,7 +36,7 @@ def _direct(model, task: str, variant: str, out: Path) -> pd.DataFrame:
 
 
 def _inspect(model, path: str, task, tmp_path: Path, name: str) -> tuple[pd.DataFrame, list]:
-    P._MODELS.setdefault((path, None, 1.0, None, None), model)
+    P._MODELS.setdefault(P.model_key(path), model)
     P._CONTEXTS.pop(id(model), None)  # the provider's vector bank reads the vectors the direct run cached
     log = eval(task, model=f"introspect/{path}", display="none", log_dir=str(tmp_path / "logs"))[0]
     assert log.status == "success", log.error

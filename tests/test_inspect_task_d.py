@@ -38,7 +38,7 @@ def test_inspect_task_d_equals_the_direct_run(tiny_dir, tiny_model, tmp_path, th
         n_control_words=N_CTRL)
     run_grid(model, ["D"], cfg, tmp_path / "direct", progress=False)
     direct = load_results(tmp_path / "direct")
-    P._MODELS.setdefault((path, None, 1.0, None, None), model)
+    P._MODELS.setdefault(P.model_key(path), model)
     P._CONTEXTS.pop(id(model), None)  # the provider's vector bank reads the vectors the direct run cached
     task = internal_control(n_concepts=N_CONCEPTS, n_trials=N_TRIALS, n_control_words=N_CTRL)
     log = eval(task, model=f"introspect/{path}", display="none", log_dir=str(tmp_path / "logs"))[0]

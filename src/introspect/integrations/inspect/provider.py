@@ -71,10 +71,16 @@ _MODELS: dict[tuple, Any] = {}  # (name, adapter, adapter scale, device, dtype) 
 _CONTEXTS: dict[int, RunContext] = {}  # id(model) -> a RunContext holding its vector bank
 
 
+def model_key(name: str, *, adapter: str | None = None, device: str | None = None,
+              dtype: str | None = None, adapter_scale: float = 1.0) -> tuple:
+    """The per-process cache key of ``loaded_model``'s arguments (tests pre-seed the cache by it)."""
+    return (name, adapter, adapter_scale, device, dtype)
+
+
 def loaded_model(name: str, *, adapter: str | None = None, device: str | None = None,
                  dtype: str | None = None, adapter_scale: float = 1.0) -> Any:
     """The toolkit model for these arguments, loaded once per process."""
-    key = (name, adapter, adapter_scale, device, dtype)
+    key = model_key(name, adapter=adapter, device=device, dtype=dtype, adapter_scale=adapter_scale)
     if key not in _MODELS:
         _MODELS[key] = load_model(name, dtype=dtype, device=device, adapter=adapter, adapter_scale=adapter_scale)
     return _MODELS[key]
