@@ -67,6 +67,32 @@ def test_first_clash_is_the_first_pair_word_match_finds():
         assert G.first_clash(words, others) == naive(words, others), (words, others)
 
 
+def test_distinct_words_keeps_what_pairwise_testing_keeps():
+    """The indexed filter keeps exactly the words the pairwise rule keeps (each word kept unless it
+    names an avoided word or one kept before it), on the shipped targets and on lists built to clash."""
+    import random
+
+    from introspect.tasks.prompts import load_words
+
+    def naive(words, avoid):
+        kept = []
+        for w in words:
+            if not any(G.word_match(w, a) for a in avoid) and not any(G.word_match(w, k) for k in kept):
+                kept.append(w)
+        return kept
+
+    shipped = load_words()
+    vocab = [*shipped.targets[:30], "city", "cities", "the City", '"bread."', "BREADS", "bread", "bus",
+             "buses", "", "  ", "sky", "skies", "breadth", "an apple", "apples", "bu", "cat", "cate"]
+    rng = random.Random(1)
+    cases = [(list(shipped.targets), []), (["cities", "town", "City"], ["bus"]), (["bus", "bu"], []),
+             (["bu", "bus"], []), (["", "", "x"], [""]), (["breads", "apple"], ["Bread"])]
+    cases += [(rng.sample(vocab, 10), rng.sample(vocab, rng.randint(0, 2))) for _ in range(300)]
+    assert naive(["cities", "town", "City"], ["bus"]) == ["cities", "town"]
+    for words, avoid in cases:
+        assert G.distinct_words(words, avoid) == naive(words, avoid), (words, avoid)
+
+
 def test_levenshtein():
     assert G.levenshtein("kitten", "sitting") == 3
     assert G.levenshtein("", "abc") == 3

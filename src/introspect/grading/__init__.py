@@ -34,6 +34,7 @@ from introspect.grading.text import (
 from introspect.grading.tokens import yes_no_probs, yes_no_token_ids
 from introspect.grading.words import (
     concept_pattern,
+    distinct_words,
     first_clash,
     first_mention,
     forms_pattern,
@@ -47,7 +48,7 @@ from introspect.grading.words import (
 
 __all__ = [
     "NEXT_TURN_STOPS", "Coherence", "coherence", "concept_pattern", "cut_at_next_turn",
-    "denies_detection", "detection_stance", "explicit_detection", "first_clash", "first_mention", "forms_pattern",
+    "denies_detection", "detection_stance", "distinct_words", "explicit_detection", "first_clash", "first_mention", "forms_pattern",
     "free_form_detection", "grade_bias_answer", "grade_task_A",
     "grade_task_B", "grade_task_C", "inflections", "intent_cues", "is_question", "levenshtein",
     "names_concept", "normalize_word", "parse_choice", "parse_injection_report", "parse_intent",

@@ -115,28 +115,59 @@ def word_match(candidate: str | None, target: str | None, *, inflected: bool = F
     return c == t or c in forms(t) or t in forms(c)
 
 
+class _FormIndex:
+    """Words seen so far, indexed by surface form, to ask "does this word ``word_match`` any of
+    them?" in time independent of how many there are (testing every pair is quadratic)."""
+
+    def __init__(self) -> None:
+        self.exact: dict[str, int] = {}   # normalised word -> first index
+        self.formed: dict[str, int] = {}  # any of its word_forms -> first index
+
+    def add(self, word: str, i: int) -> None:
+        c = normalize_word(plain(word))
+        if c:
+            self.exact.setdefault(c, i)
+            for f in word_forms(c):
+                self.formed.setdefault(f, i)
+
+    def first_match(self, word: str) -> int | None:
+        """Smallest index of an added word that ``word_match`` calls the same as ``word``."""
+        t = normalize_word(plain(word))
+        if not t:
+            return None
+        # word_match: word is a form of other, or other is a form of word (itself one of its forms)
+        hits = [i for i in (self.formed.get(t), *(self.exact.get(f) for f in word_forms(t))) if i is not None]
+        return min(hits) if hits else None
+
+
 def first_clash(words: Sequence[str], others: Sequence[str]) -> tuple[str, str] | None:
     """The first (other, word) pair that ``word_match(other, word)`` calls one word, in ``words``
     order then ``others`` order; None if there is none. Indexed by surface form, so linear in the
     lists' lengths: testing every pair took ~50 ms a read of the shipped word file (50 × 100
     words), and a task-A run reads it about twenty times."""
-    exact: dict[str, int] = {}
-    formed: dict[str, int] = {}
+    index = _FormIndex()
     for i, o in enumerate(others):
-        c = normalize_word(plain(o))
-        if c:
-            exact.setdefault(c, i)
-            for f in word_forms(c):
-                formed.setdefault(f, i)
+        index.add(o, i)
     for w in words:
-        t = normalize_word(plain(w))
-        if not t:
-            continue
-        # word_match: word is a form of other, or other is a form of word (itself one of its forms)
-        hits = [i for i in (formed.get(t), *(exact.get(f) for f in word_forms(t))) if i is not None]
-        if hits:
-            return others[min(hits)], w
+        i = index.first_match(w)
+        if i is not None:
+            return others[i], w
     return None
+
+
+def distinct_words(words: Sequence[str], avoid: Sequence[str] = ()) -> list[str]:
+    """``words`` in order, without those that ``word_match`` a word in ``avoid`` or one kept before
+    them: a decoy list whose every entry is a different word from the answer and from each other.
+    Linear in the lists' lengths (the pairwise version took ~5 ms per task-B multiple-choice item)."""
+    index = _FormIndex()
+    for w in avoid:
+        index.add(w, 0)
+    kept: list[str] = []
+    for w in words:
+        if index.first_match(w) is None:
+            kept.append(w)
+            index.add(w, len(kept))
+    return kept
 
 
 def names_concept(candidate: str | None, target: str | None) -> bool:

@@ -19,7 +19,7 @@ import yaml
 from introspect.data.files import concepts_dir, parse_yaml
 from introspect.engine.run.chat import Conversation, Prompt
 from introspect.engine.run.inject import From
-from introspect.grading import first_clash, forms_pattern, word_forms, word_match
+from introspect.grading import distinct_words, first_clash, forms_pattern, word_forms
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "A": ("paper", "seed"),
@@ -333,10 +333,7 @@ def mc_options(
 
     Decoys that are a form of the target or of each other are skipped so the answer is unique.
     """
-    pool: list[str] = []
-    for w in decoys_pool:
-        if not word_match(w, target) and not any(word_match(w, p) for p in pool):
-            pool.append(w)
+    pool = distinct_words(decoys_pool, avoid=[target])
     if len(pool) < k - 1:
         raise ValueError(f"need {k - 1} decoys distinct from {target!r}, pool has {len(pool)}")
     options = [*rng.sample(pool, k - 1), target]
