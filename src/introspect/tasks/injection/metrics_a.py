@@ -185,8 +185,9 @@ def _latent_rows(keys: dict, inj: pd.DataFrame, cr: pd.DataFrame) -> list[dict]:
     inj, cr = _first_sample(inj), _first_sample(cr)
     hit = flag(col(inj, "grade.latent_names_word"), None)
     k = num(col(inj, "grade.latent_k"))
+    k_text = f"{np.nanmedian(k):.0f}" if np.isfinite(k).any() else "K"  # records without latent_k
     out = rate_row(keys, "latent_identification", hit, "injected", concepts(inj),
-                   note=f"the concept's word rose most among the run's {np.nanmedian(k):.0f} concepts "
+                   note=f"the concept's word rose most among the run's {k_text} concepts "
                         "(first token after the prefilled answer, rise over the unsteered prompt)")
     if cr.empty:
         return out
