@@ -389,6 +389,21 @@ def _latent(recs: list[Record], own: bool, other_vector: bool, by_chance: bool =
                 latent_k=12)
 
 
+def test_latent_naming_note_says_how_many_concepts_competed_or_k_when_unrecorded():
+    """The note reads the records' ``latent_k`` (12 here); records without it (the calibration
+    simulation's) say "K", never "nan", and raise no All-NaN warning."""
+    import warnings
+
+    recs = _latent(_strong(), own=True, other_vector=True)
+    assert "among the run's 12 concepts" in get(summarize(flat(recs)), "latent_identification").note
+    for r in recs:
+        r.grade = {k: v for k, v in r.grade.items() if k != "latent_k"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        note = get(summarize(flat(recs)), "latent_identification").note
+    assert "among the run's K concepts" in note and "nan" not in note
+
+
 def test_a_detector_that_names_only_latently_gets_a_label_of_its_own():
     """Detected, free-text naming absent, but the injection raises the concept's own name most
     (and another concept's vector raises that vector's name): "identified latently"."""
