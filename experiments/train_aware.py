@@ -22,6 +22,12 @@ peft adapter, its hash, the base model's fingerprint and the training config
 measures a saved adapter's damage gates again, its weight change times S (default 1), on the
 replayed answers and questions it was trained beside; printed, and written to
 DIR/damage_gates_xS.json.
+
+    python -m experiments.train_aware --diff adapters/run1 adapters/run2
+
+says where two trainings part ways: weights, base model, config, split, the digests of what the
+base model computed before the first step (vectors, residual norms, replay answers, questions),
+library versions, commit and CPU kernels, in that order (introspect_adapter.json's provenance).
 """
 
 from __future__ import annotations
@@ -84,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="after training, greedy check on N training and N held-out concepts (0 = skip)")
     a("--gates", type=Path, metavar="DIR", help="measure the damage gates of the saved adapter DIR again "
       "(nothing is trained); with --adapter-scale S, of S times its weight change")
+    a("--diff", type=Path, nargs=2, metavar=("DIR1", "DIR2"), help="where two saved adapters' trainings part "
+      "ways (weights, config, split, input digests, library versions, CPU), causes first; nothing is trained")
     a("--adapter-scale", type=float, default=1.0, metavar="S", help="with --gates: the adapter's weight change times S > 0")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
@@ -127,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.gates is not None:
         return run(args, lambda: _gates_again(args.gates, args.adapter_scale))
+    if args.diff is not None:
+        return run(args, lambda: _diff(*args.diff))
 
     def body() -> int:
         if args.adapter_scale != 1:
@@ -172,6 +182,19 @@ def _gates_again(adapter: Path, scale: float) -> int:
     atomic_write_text(out, json.dumps(g, indent=1, sort_keys=True) + "\n")
     print(f"adapter {g['adapter_hash']} at scale {g['scale']:g}: " + _gates_line(g))
     print(f"wrote {out}")
+    return 0
+
+
+def _diff(first: Path, second: Path) -> int:
+    """``--diff DIR1 DIR2``: one line per difference in what produced the two adapters, causes first."""
+    from introspect.engine.load.adapters import read_adapter
+    from introspect.train.provenance import differences
+
+    a, b = read_adapter(first)[0], read_adapter(second)[0]  # hashes checked: a stale directory is refused
+    lines = differences(a, b)
+    print(f"{first} and {second}: " + ("the same weights" if not lines else f"{len(lines) - 1} other difference(s)"))
+    for line in lines:
+        print("  " + line)
     return 0
 
 

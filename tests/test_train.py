@@ -176,7 +176,7 @@ def test_shared_prefix_pass_is_exact(tiny_dir, words_file):
     assert stats.grad_tokens < sum(len(e.ids) for e in encs) / 2  # most of the preamble ran without grad
 
 
-def test_resume_from_checkpoint_gives_the_same_adapter(tiny_dir, words_file, tmp_path, monkeypatch):
+def test_resume_from_checkpoint_gives_the_same_adapter(tiny_dir, words_file, tmp_path, monkeypatch, capsys):
     cfg = tiny_cfg(words_file, steps=6, checkpoint_every=2)
     ref = L.train(load_model(str(tiny_dir("llama"))), cfg, tmp_path / "ref", progress=False)
     real = L.step_loss
@@ -197,6 +197,56 @@ def test_resume_from_checkpoint_gives_the_same_adapter(tiny_dir, words_file, tmp
     assert again["steps_this_run"] == 2
     assert again["adapter_hash"] == ref["adapter_hash"]
     assert not (tmp_path / "b" / L.CHECKPOINT).exists()
+    # what produced them agrees too, and --diff says so
+    from experiments import train_aware
+
+    metas = [json.loads((tmp_path / d / lora.META_FILE).read_text())["provenance"] for d in ("ref", "b")]
+    assert metas[0]["inputs"] == metas[1]["inputs"] and len(metas[0]["inputs"]) == 4
+    capsys.readouterr()
+    assert train_aware.main(["--diff", str(tmp_path / "ref"), str(tmp_path / "b")]) == 0
+    assert "the same weights" in capsys.readouterr().out
+
+
+def test_adapter_records_what_produced_it_and_diff_names_where_two_part(trained, tmp_path, capsys):
+    """``introspect_adapter.json`` holds library versions, the CPU kernels and a digest of each
+    input the base model computed (equal to the plan's own); ``--diff`` names the differences,
+    config before versions, and refuses a directory that is not an adapter in one line."""
+    from importlib.metadata import version
+
+    from experiments import train_aware
+    from introspect.train import provenance as P
+
+    out, plan = trained["out"], trained["plan"]
+    prov = json.loads((out / lora.META_FILE).read_text())["provenance"]
+    assert prov["versions"]["torch"] == version("torch") and prov["versions"]["peft"] == version("peft")
+    assert prov["machine"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert prov["inputs"] == L.plan_inputs(plan) and prov["inputs"]["vectors"] == P.digest_tensors(plan.vectors)
+    w = plan.train[0]
+    nudged = {**plan.vectors, w: plan.vectors[w] + torch.finfo(torch.float32).eps * plan.vectors[w].abs().max()}
+    assert P.digest_tensors(nudged) != prov["inputs"]["vectors"]  # one ulp-sized change is seen
+
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    meta = json.loads((other / lora.META_FILE).read_text())
+    assert P.differences(meta, meta) == []
+    meta["training"] = {**meta["training"], "lr": 0.5}
+    meta["provenance"]["inputs"]["replay"] = "sha256:" + "0" * 64
+    meta["provenance"]["versions"]["torch"] = "0.0"
+    (other / lora.META_FILE).write_text(json.dumps(meta))  # the weights, and so their hash, unchanged
+    capsys.readouterr()
+    assert train_aware.main(["--diff", str(out), str(other)]) == 0
+    assert "the same weights" in capsys.readouterr().out  # equal hashes: nothing else is compared
+    meta["adapter_hash"] = "lora:other"
+    first = json.loads((out / lora.META_FILE).read_text())
+    lines = P.differences(first, meta)
+    assert lines[0].startswith("weights: ") and lines[1] == "training.lr: 0.01 vs 0.5"
+    assert lines[2].startswith("inputs.replay: sha256:") and lines[3] == f"versions.torch: {version('torch')} vs 0.0"
+    assert "inputs.vectors" not in " ".join(lines)
+    before = P.differences({k: v for k, v in first.items() if k != "provenance"}, meta)  # an older adapter
+    assert "inputs: not recorded in the first" in before and "versions: not recorded in the first" in before
+    assert train_aware.main(["--diff", str(out), str(tmp_path / "nowhere"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "nowhere" in err, err
 
 
 def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tiny_dir, capsys):

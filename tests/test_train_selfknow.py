@@ -112,6 +112,10 @@ def test_the_shuffled_control_learns_no_such_gap(trained, sharp_dir, mp, tmp_pat
     assert meta["selfknow"]["heldout_ids"] == [i.id for i in trained["pool"].heldout]
     assert set(meta["selfknow"]["trained_delegate_ids"]) == {
         i.id for i, lab in zip(ctrl["pool"].train, ctrl["labels"]) if lab}
+    real_in = json.loads((trained["out"] / lora.META_FILE).read_text())["provenance"]["inputs"]
+    ctrl_in = meta["provenance"]["inputs"]  # same items and replay answers, other labels: the digests say so
+    assert real_in["pool"] == ctrl_in["pool"] and real_in["replay"] == ctrl_in["replay"]
+    assert real_in["labels"] != ctrl_in["labels"]
 
 
 @pytest.mark.slow  # the module's trained adapters (~35 s together): CI's full suite

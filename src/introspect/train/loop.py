@@ -28,6 +28,7 @@ from introspect.engine.load.models import model_info
 from introspect.engine.run.inject import InjectionSpec, injecting
 from introspect.train import data as D
 from introspect.train import lora
+from introspect.train import provenance as P
 from introspect.train import replay as R
 from introspect.train import split as S
 from introspect.train.config import TrainConfig, same_record  # noqa: F401  (TrainConfig re-exported)
@@ -317,6 +318,14 @@ def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | Non
     return done
 
 
+def plan_inputs(plan: Plan) -> dict[str, str]:
+    """sha256 of what the base model computed for the run: vectors, residual norms, replay answers,
+    yes/no questions; two trainings with equal digests differ only in the steps themselves."""
+    return {"vectors": P.digest_tensors(plan.vectors), "resid": P.digest_json(plan.resid),
+            "replay": P.digest_json([[r.to_json() for r in plan.replay], [r.to_json() for r in plan.replay_heldout]]),
+            "questions": P.digest_json([plan.questions, plan.gate_questions])}
+
+
 def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = True,
           stats: StepStats | None = None, model_name: str | None = None) -> dict[str, Any]:
     """Train (or resume) an adapter into ``out``; returns a summary (losses, seconds, memory).
@@ -382,7 +391,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     meta = {"base_model": model_name or loadable_name(model), "base_name": info.name,
             "base_fingerprint": base_fp, "training": cfg.to_dict(),
             "train_concepts": plan.train, "heldout_concepts": plan.heldout, "split": plan.split.to_dict(),
-            "word_files": hashes, "summary": summary}
+            "word_files": hashes, "summary": summary, "provenance": P.record(plan_inputs(plan))}
     summary["adapter_hash"] = lora.save_adapter(model, out, layer=cfg.layer, meta=meta)
     ckpt_path.unlink(missing_ok=True)
     return summary

@@ -28,6 +28,7 @@ import torch
 from introspect.engine.load.models import model_info
 from introspect.train import data as D
 from introspect.train import lora
+from introspect.train import provenance as P
 from introspect.train import replay as R
 from introspect.train import selfknow_data as K
 from introspect.train.gates import adapter_off
@@ -222,7 +223,9 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
                          "base_wrong_ids": [i.id for i in (*pool.train, *pool.heldout) if not i.correct],
                          "trained_delegate_ids": [i.id for i, lab in zip(pool.train, labels) if lab],
                          "files": {"truth": TRUTH, "items_train": ITEMS_TRAIN, "items_heldout": ITEMS_HELDOUT}},
-            "summary": summary}
+            "summary": summary,
+            "provenance": P.record({"pool": P.digest_json(pool.to_json()), "labels": P.digest_json(labels),
+                                    "replay": P.digest_json([r.to_json() for r in neutral])})}
     summary["adapter_hash"] = lora.save_adapter(model, out, layer=cfg.layer, meta=meta)
     ckpt_path.unlink(missing_ok=True)
     return summary

@@ -405,6 +405,8 @@ def adapted_info(info: Any, meta: dict[str, Any]) -> Any:
              "layer": meta.get("layer"), "rank": meta.get("rank"), **({"scale": scale} if times else {})}
     card = {**info.card(), "model": name, "fingerprint": fingerprint, **ident}
     notes = [n for n in info.notes if not n.startswith(CARD_NOTE)]
-    notes.append(ADAPTER_NOTE + json.dumps({**ident, "training": meta.get("training", {})}, sort_keys=True))
+    notes.append(ADAPTER_NOTE + json.dumps({**ident, "training": meta.get("training", {}),
+                                            **({"provenance": meta["provenance"]} if "provenance" in meta else {})},
+                                           sort_keys=True))
     notes.append(CARD_NOTE + json.dumps(card, sort_keys=True))
     return replace(info, name=name, fingerprint=fingerprint, notes=tuple(notes))
