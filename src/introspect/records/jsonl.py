@@ -157,11 +157,12 @@ def git_commit(repo: Path | None = None) -> str:
         return "unknown"
 
 
-def versions() -> dict[str, str]:
+def versions(*extra: str) -> dict[str, str]:
+    """Installed versions of the toolkit's core packages and of ``extra`` ones ("absent" if not installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for pkg in ("torch", "transformers", "transformer-lens", "introspect", "numpy"):
+    for pkg in ("torch", "transformers", "transformer-lens", "introspect", "numpy", *extra):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:

@@ -40,28 +40,16 @@ def digest_json(obj: Any) -> str:
 
 def machine() -> dict[str, Any]:
     """Where the numbers were computed: the CPU kernel set torch picked, threads, platform."""
-    out: dict[str, Any] = {"platform": platform.platform(), "processor": platform.machine(),
-                           "torch_threads": torch.get_num_threads(), "python": platform.python_version()}
-    try:
-        out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-    except (AttributeError, RuntimeError):  # older builds
-        out["cpu_capability"] = "unknown"
-    return out
+    return {"platform": platform.platform(), "processor": platform.machine(), "torch_threads": torch.get_num_threads(),
+            "python": platform.python_version(), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 def record(inputs: Mapping[str, str]) -> dict[str, Any]:
     """The provenance block of ``introspect_adapter.json``: versions, commit, machine, input digests."""
-    from importlib.metadata import PackageNotFoundError, version
-
     from introspect.records.jsonl import git_commit, versions
 
-    libs = versions()
-    for pkg in ("peft", "safetensors"):
-        try:
-            libs[pkg] = version(pkg)
-        except PackageNotFoundError:
-            libs[pkg] = "absent"
-    return {"versions": libs, "git_commit": git_commit(), "machine": machine(), "inputs": dict(inputs)}
+    return {"versions": versions("peft", "safetensors"), "git_commit": git_commit(), "machine": machine(),
+            "inputs": dict(inputs)}
 
 
 def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
