@@ -286,6 +286,39 @@ def test_inconclusive_says_when_the_holm_p_passes_but_the_holm_level_interval_do
     assert "(no Net survives Holm)" in verdict_a(M, [net], [0.0] * 128)[0]["note"]
 
 
+def test_a_gate_whose_interval_clears_0_but_whose_sign_flip_test_does_not_fails():
+    """The retrained positive control at S = ¾ (2026-11-29): over the Gaussian [0.004, 0.20] with
+    sign-flip p 0.058, follows the vector [0.004, 0.11] with p 0.063. A gate needs both its
+    interval and its test, so neither counts, and the note prints the p that failed."""
+    from introspect.tasks.injection.verdict_a import verdict_a
+
+    cell = {"model_id": M, "task": "A", "variant": "seed", "layer_idx": 24, "alpha": 0.625, "alpha_units": "resid"}
+    e = C.Est(0.14, 0.06, 0.22, 128, 64, "t(concept)", p=0.0008, refit=lambda lv: (0.03, 0.25))
+    net = row(cell, "net", e.interval, e.n, "injected-control", n_clusters=64, p=e.p)
+    net.update(p_holm=0.0017, holm_m=4, _est=e)
+    ident = row(cell, "identification_vs_random", (0.08, 0.03, 0.14), 128, n_clusters=64, p=0.005)
+    ident.update(p_holm=0.005, holm_m=4, _est=C.Est(0.08, 0.03, 0.14, 128, 64, "t(concept)", p=0.005,
+                                                      refit=lambda lv: (0.01, 0.16)))
+
+    def gates(gauss_p: float, follows_p: float) -> list[dict]:
+        return [net, ident,
+                row(cell, "net:coherent", (0.14, 0.06, 0.22), 128, n_clusters=64, p=0.0008),
+                row(cell, "steer_lp_rise_vs_random", (1.0, 0.5, 1.5), 64, n_clusters=64, p=0.001),
+                row(cell, "net_beyond_yes_bias", (0.14, 0.06, 0.23), 577, n_clusters=64, p=0.0008),
+                row(cell, "bias_wrong_rise", (0.0, -0.05, 0.04), 577, n_clusters=64, p=0.9),
+                row(cell, "net_vs_random", (0.10, 0.004, 0.20), 128, n_clusters=64, p=gauss_p),
+                row(cell, "follows_vector", (0.05, 0.004, 0.11), 128, n_clusters=64, p=follows_p)]
+
+    label = lambda rows: verdict_a(M, rows, [0.0] * 128)[0]  # noqa: E731
+    assert label(gates(0.04, 0.04))["condition"] == "detected and identified"
+    v = label(gates(0.04, 0.063))
+    assert v["condition"] == "detected, not identified" and "follows the vector 0.05 [0.00, 0.11] (sign-flip p 0.063)" in v["note"]
+    v = label(gates(0.058, 0.04))
+    assert v["condition"] == "reacts to any perturbation"
+    assert "Net over the Gaussian ablation 0.10 [0.00, 0.20] (sign-flip p 0.058)" in v["note"]
+    assert label(gates(math.nan, math.nan))["condition"] == "detected and identified"  # no test: the interval alone
+
+
 def test_answers_that_differ_beside_a_table_where_nothing_steers_are_not_a_null():
     flat_rise = {2: RISE[4], 4: RISE[4]}
     s = summarize(flat(task_a_records(rise=flat_rise)))

@@ -22,7 +22,10 @@ demanding that Net beat them made a perfect introspector unreachable. Each cell 
   a label of its own, since the model then carries the concept without saying it.
 
 The gates after detection are conjunctions with a claim already controlled by Holm, so they only
-ever lower the rate of "detected"; they use their plain 95% intervals. Other-concept and −v
+ever lower the rate of "detected"; each needs its plain 95% interval above 0 *and* its exact
+sign-flip test below 0.05 (``_clears``), so no label claims more than the test: the interval (a
+hull of Newcombe's and Student's t) and the test can disagree at the margin (2026-11-29: an
+interval from 0.004 beside p 0.058). Other-concept and −v
 yes-rates are shown as what a detector should also say yes to, never as a failure.
 """
 
@@ -56,6 +59,22 @@ def _ci(r: dict | None) -> str:
     return "not measured" if r is None else f"{r['value']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
 
 
+def _p(r: dict | None) -> float:
+    p = None if r is None else r.get("p")
+    return math.nan if p is None or p == "" else float(p)
+
+
+def _clears(r: dict | None) -> bool:
+    """A gate's row above 0: its 95% interval's lower end above 0 and its sign-flip p (where one was
+    computed) below ``EFFECT_P``."""
+    return r is not None and r["lo"] > 0 and not _p(r) >= EFFECT_P
+
+
+def _cip(r: dict | None) -> str:
+    """``_ci`` plus the test's p where the interval clears 0 and the test does not."""
+    return _ci(r) + (f" (sign-flip p {_p(r):.2g})" if r is not None and r["lo"] > 0 and not _clears(r) else "")
+
+
 def power(rows: list[dict], model: str, task: str, metric: str) -> tuple[float, str, int]:
     """(MDE, power line, family size) of a model's headline ``metric`` rows: the smallest
     difference detectable at 80% power after Holm over its family, from the concepts, answers
@@ -78,41 +97,41 @@ def _judge(rows: list[dict], model: str, r: dict) -> tuple[str, str]:
     """(outcome, text) of one Net cell: "blocked", "yes-bias", "perturbation", "detected", "latent" or
     "identified"; the text says where and why."""
     where = f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}"
-    coherent = (c := _find(rows, "net:coherent", r)) is not None and c["lo"] > 0
+    coherent = _clears(_find(rows, "net:coherent", r))
     missing = [why for ok, why in ((coherent, "not among coherent answers"),
                                    (cell_steers(rows, model, r), "the cell does not steer")) if not ok]
     if missing:
         return "blocked", f"{where}: {' and '.join(missing)}"
     beyond, rise = _find(rows, "net_beyond_yes_bias", r), _find(rows, "bias_wrong_rise", r)
     reports = _find(rows, "bias_detection_reports", r)
-    bias_txt = (f"wrong answers to unrelated questions rise {_ci(rise)}, Net beyond that {_ci(beyond)}"
+    bias_txt = (f"wrong answers to unrelated questions rise {_cip(rise)}, Net beyond that {_cip(beyond)}"
                 + (f", detection reports to them {reports['value']:.2f}" if reports is not None else ""))
     if beyond is None:
         return "blocked", f"{where}: no bias questions in this framing and cell, so the yes-bias is not measured"
-    if not beyond["lo"] > 0:
-        if rise is not None and rise["lo"] > 0:
+    if not _clears(beyond):
+        if _clears(rise):
             return "yes-bias", f"{where} ({bias_txt})"
         return "blocked", f"{where}: not clearly beyond the yes-bias ({bias_txt})"
     gauss = _find(rows, "net_vs_random", r)
     ident, follows = _find(rows, "identification_vs_random", r), _find(rows, "follows_vector", r)
     named = ident is not None and ident["p_holm"] < EFFECT_P and holm_interval(ident, EFFECT_P)[0] > 0
-    follows_ok = follows is not None and follows["lo"] > 0
-    if gauss is None or not gauss["lo"] > 0:
+    follows_ok = _clears(follows)
+    if not _clears(gauss):
         # its yes is not specific to concepts; whether its words are is still worth saying
-        tells = (f"; names the concept vs under another's vector {_ci(ident)}, follows the vector {_ci(follows)}"
+        tells = (f"; names the concept vs under another's vector {_ci(ident)}, follows the vector {_cip(follows)}"
                  + (": it tells the concepts apart, though its yes is not specific to them" if named and follows_ok
                     else ""))
-        return "perturbation", f"{where} (Net over the Gaussian ablation {_ci(gauss)}{tells})"
+        return "perturbation", f"{where} (Net over the Gaussian ablation {_cip(gauss)}{tells})"
     other = ", ".join(f"{name} {x['value']:.2f}" for name, m in (("another concept's vector", "concept_random_detection"),
                                                                   ("−v", "negative_detection"))
                       if (x := _find(rows, m, r)) is not None)
     lat, lat_f = _find(rows, "latent_identification_vs_random", r), _find(rows, "latent_follows_vector", r)
     latent = (lat is not None and lat["p_holm"] < EFFECT_P and holm_interval(lat, EFFECT_P)[0] > 0
-              and lat_f is not None and lat_f["lo"] > 0)
+              and _clears(lat_f))
     txt = (f"{where} (Net {_ci(r)}, Holm p {r['p_holm']:.2g}; {bias_txt}; over the Gaussian ablation "
-           f"{_ci(gauss)}; yes-rates a detector should share: {other or 'not measured'}; names the concept vs "
-           f"under another's vector {_ci(ident)}; follows the vector {_ci(follows)}"
-           + (f"; latent naming vs under another's vector {_ci(lat)}, latent follows the vector {_ci(lat_f)}"
+           f"{_cip(gauss)}; yes-rates a detector should share: {other or 'not measured'}; names the concept vs "
+           f"under another's vector {_ci(ident)}; follows the vector {_cip(follows)}"
+           + (f"; latent naming vs under another's vector {_ci(lat)}, latent follows the vector {_cip(lat_f)}"
               if lat is not None else ""))
     if named and follows_ok:
         return "identified", txt + ")"
