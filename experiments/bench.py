@@ -1,6 +1,6 @@
 """Benchmark: speed ratios measured in one run on the embedded default model (not a test).
 
-    python -m experiments.bench [--model NAME] [--n 32] [--skip-cold] [--skip-sweep] [--device cuda]
+    python -m experiments.bench [--model NAME] [--n 32] [--skip-cold] [--skip-sweep] [--device cuda] [--train-only]
 
 Prints, each as a ratio of two timings taken in this run on this machine, with tokens/s beside it.
 First: one decoding step of the 16-row task-A batch, ours vs raw transformers sdpa (target ≤ 1.1×),
@@ -23,7 +23,10 @@ Unless a line says otherwise, every generation makes exactly ``--new-tokens`` to
 - a quick task-A grid through the sweep runner vs a one-trial-at-a-time loop (target ≥ 10×), and
   the resume bookkeeping's share of sweep time (target ≤ 2%)
 - the positive control's training (``experiments.train_aware``): 5 timed steps extrapolated to
-  the full run, against its 25-minute budget (target ≤ 1×), with peak resident memory
+  the full run, against its 25-minute budget (target ≤ 1×), with peak resident memory; and its
+  preparation with the base model's replay answers read from the replay cache vs generated
+  and the two-turn recipe of docs/positive-control.md's run F on the default model (10 steps timed)
+  (``--train-only``: these rows alone)
 """
 
 from __future__ import annotations
@@ -286,6 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip-train", action="store_true", help="skip the positive-control training budget")
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda: prefill/decode tokens/s vs HF generate")
     ap.add_argument("--steps-only", action="store_true", help="stop after the decode-step and prefill rows")
+    ap.add_argument("--train-only", action="store_true", help="only the positive-control training rows")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     print(f"introspect bench — model {args.model}, device {args.device}, torch threads {torch.get_num_threads()}",
@@ -294,6 +298,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"CONTENDED: {len(others)} other Python process(es) running; read the ratios only" if others
           else "uncontended: no other Python process running", flush=True)
     rows = _Rows()
+    if args.train_only:
+        bench_training(rows, args.model)
+        return
     gpu = args.device.startswith("cuda")
     model = load_model(args.model, device=args.device)
     prompts, specs = _task_a(model, args.n)
@@ -353,13 +360,45 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(("resume bookkeeping / sweep time", s["resume_s"] / s["batched_s"],
                          f"{100 * s['resume_s'] / s['batched_s']:.2f}% (target ≤ 2%)"))
     if not args.skip_train:
-        from introspect.train.check import training_budget
+        bench_training(rows, args.model)
 
-        t = training_budget(args.model, steps=5)  # a fresh copy: training attaches LoRA in place
-        rows.append(("positive-control training: full run / 25-min budget", t["full_run_min"] / 25,
-                     f"{t['full_run_min']:.1f} min est. for {t['full_steps']} steps at layer {t['layer']} "
-                     f"({t['step_s']:.2f} s/step wall, {t['step_cpu_s']:.2f} s CPU, prepare {t['prepare_s']:.0f} s, "
-                     f"{t['steps_timed']} steps timed), peak RSS {t['peak_rss_mib']:.0f} MiB (target ≤ 1×)"))
+
+def bench_training(rows: list, model_name: str) -> None:
+    """The positive control's training budget, first with the base model's replay answers generated
+    (an empty replay cache of its own), then again with them read from that cache."""
+    from introspect.train.check import training_budget
+    from introspect.train.data import DEFAULT_MIX, TWO_TURN
+
+    before = os.environ.get("INTROSPECT_CACHE_REPLAY")
+    more = {"gaussian": 0.32, "clean": 0.06, "suggested": 0.05, "choice_none": 0.07}
+    run_f = dict(layer=24, split_layer=20, mix=tuple((k, more.get(k, v)) for k, v in DEFAULT_MIX),
+                 phrasings=tuple(x for p in ("paper", "explained", "short", "inward", "notice") for x in (p, TWO_TURN)))
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["INTROSPECT_CACHE_REPLAY"] = cache
+        try:
+            t = training_budget(model_name, steps=5)  # a fresh copy each: training attaches LoRA in place
+            w = training_budget(model_name, steps=5)
+            f = training_budget(model_name, steps=10, **run_f) if model_name == DEFAULT_MODEL else None
+        finally:
+            if before is None:
+                os.environ.pop("INTROSPECT_CACHE_REPLAY", None)
+            else:
+                os.environ["INTROSPECT_CACHE_REPLAY"] = before
+    assert not t["replay_from_cache"] and w["replay_from_cache"]
+    rows.append(("positive-control training: full run / 25-min budget", t["full_run_min"] / 25,
+                 f"{t['full_run_min']:.1f} min est. for {t['full_steps']} steps at layer {t['layer']} "
+                 f"({t['step_s']:.2f} s/step wall, {t['step_cpu_s']:.2f} s CPU, prepare {t['prepare_s']:.0f} s "
+                 f"with the replay answers generated, {t['steps_timed']} steps timed), "
+                 f"peak RSS {t['peak_rss_mib']:.0f} MiB (target ≤ 1×)"))
+    rows.append(("training preparation: replay cached / generated", w["prepare_s"] / t["prepare_s"],
+                 f"prepare {w['prepare_s']:.0f} s vs {t['prepare_s']:.0f} s; full run with the cache "
+                 f"{w['full_run_min']:.1f} min est. ({w['step_s']:.2f} s/step) = {w['full_run_min'] / 25:.2f}× "
+                 "the 25-min budget"))
+    if f is not None:
+        rows.append(("two-turn recipe (run F): full run / 25-min budget", f["full_run_min"] / 25,
+                     f"{f['full_run_min']:.1f} min est. for {f['full_steps']} steps at layer {f['layer']} "
+                     f"({f['step_s']:.2f} s/step wall over {f['steps_timed']} steps, half of them two_turn; "
+                     f"prepare {f['prepare_s']:.0f} s, replay {'cached' if f['replay_from_cache'] else 'generated'})"))
 
 
 class _Rows(list):

@@ -87,10 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import pandas as pd
 
+    from introspect.records.atomic import atomic_write_text
     from introspect.report import load_headers, load_results, summarize
     from introspect.report.compare import compare, render_compare, self_other_table, wide_table
     from introspect.report.load import jsonl_files
-    from introspect.report.metrics import atomic_write_text
 
     if not any(jsonl_files(d) for d in args.dirs):
         print(f"error: no *.jsonl files under {', '.join(map(str, args.dirs))}; run "

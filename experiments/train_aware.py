@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--no-gates", action="store_true",
       help="skip the damage gates after training (replay identical to the base model, detection phrases, "
            "content answers under injection)")
+    a("--no-replay-cache", action="store_true",
+      help="generate the base model's replay answers now instead of reading them from the replay cache "
+           "(INTROSPECT_CACHE_REPLAY, default ~/.cache/introspect/replay; the answers are the same)")
     a("--phrasings", nargs="+", default=list(d.phrasings), choices=ALL_PHRASINGS,
       help="task A framings to train on, one a step in turn; list one more than once for more of its steps")
     a("--mix", nargs="+", default=[], metavar="KIND=SHARE",
@@ -159,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from introspect.train.loop import train
 
-        summary = train(model, cfg, out, progress=not args.no_progress, model_name=name)
+        summary = train(model, cfg, out, progress=not args.no_progress, model_name=name,
+                        replay_cache=not args.no_replay_cache)
         print(json.dumps(summary))
         if summary.get("damage_gates"):
             print(_gates_line(summary["damage_gates"]))
@@ -174,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _gates_again(adapter: Path, scale: float) -> int:
     """``--gates DIR``: the saved adapter's damage gates at ``scale``, printed and written atomically."""
-    from introspect.report.metrics import atomic_write_text
+    from introspect.records.atomic import atomic_write_text
     from introspect.train.remeasure import saved_gates
 
     g = saved_gates(adapter, scale)  # scale and directory checked there, before the (slow) model load

@@ -120,8 +120,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
-    """Vector caches go to a per-test dir unless a test opts into the shared one."""
+    """Vector and replay caches go to a per-test dir unless a test opts into the shared one."""
     monkeypatch.setenv("INTROSPECT_CACHE_VECTORS", str(tmp_path / "vectors"))
+    monkeypatch.setenv("INTROSPECT_CACHE_REPLAY", str(tmp_path / "replay"))
 
 
 @pytest.fixture

@@ -177,8 +177,13 @@ def test_shared_prefix_pass_is_exact(tiny_dir, words_file):
 
 
 def test_resume_from_checkpoint_gives_the_same_adapter(tiny_dir, words_file, tmp_path, monkeypatch, capsys):
+    from introspect.train import replay as R
+
     cfg = tiny_cfg(words_file, steps=6, checkpoint_every=2)
+    generated = []
+    monkeypatch.setattr(R, "build_replay", lambda *a, real=R.build_replay, **k: generated.append(1) or real(*a, **k))
     ref = L.train(load_model(str(tiny_dir("llama"))), cfg, tmp_path / "ref", progress=False)
+    assert ref["replay_from_cache"] is False and len(generated) == 1
     real = L.step_loss
     calls = {"n": 0}
 
@@ -195,6 +200,7 @@ def test_resume_from_checkpoint_gives_the_same_adapter(tiny_dir, words_file, tmp
     monkeypatch.setattr(L, "step_loss", real)
     again = L.train(load_model(str(tiny_dir("llama"))), cfg, tmp_path / "b", progress=False)
     assert again["steps_this_run"] == 2
+    assert len(generated) == 1  # the interrupted run read the replay cache; the resume, its checkpoint
     assert again["adapter_hash"] == ref["adapter_hash"]
     assert not (tmp_path / "b" / L.CHECKPOINT).exists()
     # what produced them agrees too, and --diff says so
@@ -242,6 +248,10 @@ def test_adapter_records_what_produced_it_and_diff_names_where_two_part(trained,
     assert lines[0].startswith("weights: ") and lines[1] == "training.lr: 0.01 vs 0.5"
     assert lines[2].startswith("inputs.replay: sha256:") and lines[3] == f"versions.torch: {version('torch')} vs 0.0"
     assert "inputs.vectors" not in " ".join(lines)
+    same = {**first, "adapter_hash": "lora:other"}  # every recorded cause equal, the weights not
+    assert P.differences(first, same)[1:] == ["every recorded cause agrees: the training steps themselves computed "
+                                              "differently (kernels or thread order these fields do not capture)"]
+    assert all("every recorded cause" not in x for x in lines)
     before = P.differences({k: v for k, v in first.items() if k != "provenance"}, meta)  # an older adapter
     assert "inputs: not recorded in the first" in before and "versions: not recorded in the first" in before
     assert train_aware.main(["--diff", str(out), str(tmp_path / "nowhere"), "--no-progress"]) == 2

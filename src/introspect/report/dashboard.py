@@ -20,9 +20,10 @@ from typing import Any
 import pandas as pd
 from plotly.offline import get_plotlyjs
 
+from introspect.records.atomic import atomic_write_text
 from introspect.report.figures import Panel, build_figures
 from introspect.report.load import load_headers, load_results
-from introspect.report.metrics import atomic_write_text, summarize
+from introspect.report.metrics import summarize
 from introspect.tasks.injection.metrics_steer import RULE
 
 _ERROR_HOOK = """

@@ -18,9 +18,7 @@ writes the table. Other code adds summarisers with ``register_summary(prefix, fn
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from introspect.records.atomic import atomic_write_text
 from introspect.report import inspect_mc as INSPECT_SK
 from introspect.report.load import load_results
 from introspect.stats.intervals import bootstrap_mean
@@ -143,20 +142,6 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     for c in ("ci", "note", "condition"):
         out[c] = out[c].fillna("").astype(str)
     return out
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a text file whole or not at all (temp file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_summary(results_dir: Path | str, table: pd.DataFrame | None = None) -> tuple[Path, Path]:

@@ -60,12 +60,14 @@ def detection_check(model: Any, words: Sequence[str], layer: int, strength: floa
 
 
 def training_budget(model: Any = None, *, layer: int | None = None, steps: int = 5, batch_size: int | None = None,
-                    full_steps: int | None = None, out: Path | str | None = None) -> dict[str, float]:
-    """Time ``steps`` training steps of the default configuration and extrapolate the full run.
+                    full_steps: int | None = None, out: Path | str | None = None, **config: Any) -> dict[str, float]:
+    """Time ``steps`` training steps of the default configuration (``config``: other TrainConfig
+    fields, e.g. a recipe's phrasings and mix) and extrapolate the full run.
 
     ``model``: a loaded bridge or a model name (default: the embedded default model); ``layer``
     defaults to two thirds of the depth. Returns seconds for preparation (vectors, residual norms,
-    replay answers) and per step, the extrapolated full run (``full_steps``, default
+    replay answers; ``replay_from_cache`` says whether those were read from the replay cache) and per
+    step, the extrapolated full run (``full_steps``, default
     ``TrainConfig.steps``) and this process's peak resident memory in MiB. For
     ``experiments.bench``: run it with nothing else on the machine, or the figure is contended.
     """
@@ -78,7 +80,8 @@ def training_budget(model: Any = None, *, layer: int | None = None, steps: int =
     layer = int(layer if layer is not None else min(round(2 * model.cfg.n_layers / 3), model.cfg.n_layers - 2))
     full = int(full_steps or TrainConfig(layer=layer).steps)
     batch_size = int(batch_size or TrainConfig(layer=layer).batch_size)
-    cfg = TrainConfig(layer=layer, steps=steps, batch_size=batch_size, checkpoint_every=max(steps, 1), gates=False)
+    cfg = TrainConfig(**{**config, "layer": layer, "steps": steps, "batch_size": batch_size,
+                         "checkpoint_every": max(steps, 1), "gates": False})
     with tempfile.TemporaryDirectory() as tmp:
         s = train(model, cfg, Path(out or tmp) / "adapter", progress=False)
     per_step = float(s["seconds_per_step"])
@@ -86,4 +89,5 @@ def training_budget(model: Any = None, *, layer: int | None = None, steps: int =
             "step_cpu_s": float(s["cpu_seconds_per_step"]),
             "steps_timed": steps, "batch_size": batch_size, "full_steps": full, "layer": layer,
             "full_run_min": round((float(s["seconds_prepare"]) + full * per_step) / 60, 1),
-            "peak_rss_mib": float(s["peak_rss_mib"]), "threads": torch.get_num_threads()}
+            "peak_rss_mib": float(s["peak_rss_mib"]), "threads": torch.get_num_threads(),
+            "replay_from_cache": bool(s["replay_from_cache"])}

@@ -26,6 +26,7 @@ import torch
 
 from introspect.engine.load.models import model_info
 from introspect.engine.run.inject import InjectionSpec, injecting
+from introspect.records.atomic import atomic_write_text
 from introspect.train import data as D
 from introspect.train import lora
 from introspect.train import provenance as P
@@ -169,16 +170,7 @@ def _atomic_save(obj: Any, path: Path) -> None:
         raise
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+_atomic_text = atomic_write_text  # the name the training modules use
 
 
 def _replay_from(rows: list[Any]) -> list[R.ReplayItem]:
@@ -327,14 +319,15 @@ def plan_inputs(plan: Plan) -> dict[str, str]:
 
 
 def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = True,
-          stats: StepStats | None = None, model_name: str | None = None) -> dict[str, Any]:
+          stats: StepStats | None = None, model_name: str | None = None, replay_cache: bool = True) -> dict[str, Any]:
     """Train (or resume) an adapter into ``out``; returns a summary (losses, seconds, memory).
 
     A checkpoint (adapter, optimiser, log) is written atomically every ``checkpoint_every``
     steps; rerunning the same command resumes from it. A checkpoint made with another config or
     on other weights is refused, and so is one made from other word files (their sha256) or whose
     concept split differs from the one this run makes (one line: what differs, what would be right). The finished adapter, its hash, the base model's fingerprint and
-    the config are saved into ``out`` (``introspect_adapter.json`` written last).
+    the config are saved into ``out`` (``introspect_adapter.json`` written last). ``replay_cache``:
+    the base model's replay answers through ``train.replay.cached_replay`` (False: generated now).
     """
     out = Path(out)
     info = model_info(model)
@@ -350,7 +343,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     stats = stats if stats is not None else StepStats()
     t0 = time.perf_counter()
     plan = prepare(model, cfg, replay=(_replay_from(ckpt["replay"]), _replay_from(ckpt.get("replay_heldout", [])))
-                   if ckpt else None)
+                   if ckpt else None, replay_cache=replay_cache)
     assert plan.split is not None
     if ckpt is not None:
         check_resume(ckpt, ckpt_path, hashes, plan.split)
@@ -387,6 +380,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
                "n_train_concepts": len(plan.train), "n_heldout_concepts": len(plan.heldout),
                "split": cfg.split, "n_dropped_concepts": len(plan.split.dropped),
                "n_replay": len(plan.replay), "n_replay_heldout": len(plan.replay_heldout),
+               "replay_from_cache": plan.replay_cached,
                "seconds_gates": round(time.perf_counter() - t_gates, 1), "damage_gates": gates}
     meta = {"base_model": model_name or loadable_name(model), "base_name": info.name,
             "base_fingerprint": base_fp, "training": cfg.to_dict(),

@@ -41,6 +41,7 @@ class Plan:
     questions: list[tuple[str, str]] = field(default_factory=list)  # content rows' yes/no questions
     gate_questions: list[tuple[str, str]] = field(default_factory=list)  # held-out yes/no questions (gates)
     siblings: dict[str, list[str]] = field(default_factory=dict)  # nearest training concepts (choice rows)
+    replay_cached: bool = False  # the replay answers were read from the replay cache (not generated now)
 
     def basis(self) -> torch.Tensor:
         """The training concepts' unit vectors as rows ``[n, d]``."""
@@ -72,12 +73,14 @@ def split_questions(items: tuple[tuple[str, str], ...], heldout_frac: float,
 
 
 def prepare(model: Any, cfg: TrainConfig, *,
-            replay: list[R.ReplayItem] | tuple[list[R.ReplayItem], list[R.ReplayItem]] | None = None) -> Plan:
+            replay: list[R.ReplayItem] | tuple[list[R.ReplayItem], list[R.ReplayItem]] | None = None,
+            replay_cache: bool = True) -> Plan:
     """Split the concepts, build their vectors at the layer, measure residual norms, replay answers.
 
     ``replay``: the replay items already answered (a resume passes (trained, held out)); a list
     is the trained ones. Replay items and yes/no questions that mention a held-out word (any
-    plural form) are left out, so no training row shows one.
+    plural form) are left out, so no training row shows one. ``replay_cache``: read and write the
+    base model's answers through ``train.replay.cached_replay``.
     """
     from introspect.engine.vectors import residuals
 
@@ -109,20 +112,22 @@ def prepare(model: Any, cfg: TrainConfig, *,
 
     questions = [q for q in yes_no if clean(q[0])]
     trained_q, gate_q = split_questions(tuple(questions), cfg.yes_no_heldout, cfg.seed)
+    cached = False
     if isinstance(replay, tuple):
         rep, rep_held = list(replay[0]), list(replay[1])
     elif replay is not None:
         rep, rep_held = list(replay), []
     else:
         chosen = [q for q in replay_prompts if clean(q)][:cfg.replay_prompts] if cfg.replay_frac > 0 else []
-        items = R.build_replay(model, chosen, seed=cfg.seed, tokens=cfg.replay_tokens) if chosen else []
+        items, cached = (R.cached_replay(model, chosen, seed=cfg.seed, tokens=cfg.replay_tokens, cache=replay_cache)
+                         if chosen else ([], False))
         items = [r for r in items if clean(r.text) and clean(model.tokenizer.decode(list(r.ids)))]
         held_q = R.heldout_questions(len(chosen), cfg.replay_heldout, cfg.seed)
         held_text = {chosen[i] for i in held_q}  # nor as a multi-turn item's earlier turn
         rep = [r for r in items if r.question not in held_q and not any(c in held_text for _, c in r.messages)]
         rep_held = [r for r in items if r.question in held_q]
     return Plan(train, held, list(words.baseline), vectors, resid, rep, split, rep_held, trained_q, gate_q,
-                nearest_siblings(vectors, train))
+                nearest_siblings(vectors, train), cached)
 
 
 def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> InjectionSpec | None:

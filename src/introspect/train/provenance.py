@@ -87,9 +87,13 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
                     lines.append(f"{key}.{k}: {_short(va.get(k))} vs {_short(vb.get(k))}")
         elif va != vb:
             lines.append(f"{key}: {_short(va)} vs {_short(vb)}")
+    causes = len(lines) - 1
     la, lb = (m.get("summary") or {} for m in (a, b))
     if "loss_first" in la and "loss_first" in lb and (la["loss_first"], la.get("loss_last")) != (lb["loss_first"], lb.get("loss_last")):
         lines.append(f"loss: first {la['loss_first']} vs {lb['loss_first']}, last {la.get('loss_last')} vs {lb.get('loss_last')}")
+    if not causes and all(fa[k] is not None and fb[k] is not None for k in ("inputs", "versions", "machine")):
+        lines.append("every recorded cause agrees: the training steps themselves computed differently "
+                     "(kernels or thread order these fields do not capture)")
     return lines
 
 

@@ -6,13 +6,20 @@ neutral question is replayed on its own, after an injection-test preamble ("prea
 unrelated question"), and as the second user turn of a conversation (multi-turn), each answered
 greedily by the base model before any training. Whole questions (with all their shapes) are held
 out for the damage gates (``train.gates``): a held-out item's question never reaches training.
+
+The answers are cached on disk (``cached_replay``): they are a pure function of the weights, the
+questions and the decoding, and generating them is most of a training's preparation.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from introspect.engine.run.chat import Conversation, render
@@ -117,3 +124,66 @@ def build_replay(model: Any, questions: Sequence[str], *, seed: int, tokens: int
     items = [ReplayItem((("user", q),), ids, "single", i) for i, (q, ids) in enumerate(zip(questions, singles))]
     items += [ReplayItem(m, ids, shape, i) for (m, shape, i), ids in zip(rest, rest_ids)]
     return [r for r in items if r.ids]
+
+
+# ---------------------------------------------------------------- the replay cache
+CACHE_FORMAT = 1  # bump when build_replay's answers change for the same inputs (layouts, decoding code)
+
+
+class ReplayCacheError(OSError):
+    """A replay cache file that exists but cannot be read back."""
+
+
+def replay_root() -> Path:
+    """Replay cache folder (``INTROSPECT_CACHE_REPLAY`` overrides; default under the model cache)."""
+    from introspect.engine.load.models import cache_root
+
+    env = os.environ.get("INTROSPECT_CACHE_REPLAY")
+    return Path(env) if env else cache_root() / "replay"
+
+
+def has_lora(model: Any) -> bool:
+    """LoRA layers attached (not merged): the weights' fingerprint is then the base model's."""
+    return any("lora_" in name for name, _ in model.named_parameters())
+
+
+def cache_key(model: Any, questions: Sequence[str], *, seed: int, tokens: int) -> str:
+    """Everything the answers depend on: weights, dtype, device, chat template, the questions and
+    their layouts' settings, the decoding libraries' versions, the CPU kernels and thread count
+    (a greedy tie may break differently with either) and this module's format."""
+    import torch
+
+    from introspect.engine.load.models import model_info
+    from introspect.records.jsonl import versions
+
+    libs = {k: v for k, v in versions().items() if k in ("torch", "transformers", "transformer-lens")}
+    kernels = [torch.backends.cpu.get_cpu_capability(), torch.get_num_threads()]
+    blob = json.dumps([CACHE_FORMAT, model_info(model).fingerprint, str(model.cfg.dtype), str(model.cfg.device),
+                       getattr(model.tokenizer, "chat_template", None), list(questions), seed, tokens,
+                       list(preambles()), PER_QUESTION, libs, kernels], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def cached_replay(model: Any, questions: Sequence[str], *, seed: int, tokens: int,
+                  cache: bool = True) -> tuple[list[ReplayItem], bool]:
+    """``build_replay``'s items and whether they came from the cache.
+
+    Read from ``replay_root()`` when this model already answered these questions with these
+    settings (``cache_key``), else generated and written atomically. Never cached for a model
+    with LoRA layers attached: its answers are not its fingerprint's.
+    """
+    from introspect.records.atomic import atomic_write_text
+
+    if not cache or has_lora(model):
+        return build_replay(model, questions, seed=seed, tokens=tokens), False
+    path = replay_root() / f"{cache_key(model, questions, seed=seed, tokens=tokens)}.json"
+    if path.exists():
+        try:
+            items = [ReplayItem.from_json(d) for d in json.loads(path.read_text())["items"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ReplayCacheError(f"unreadable replay cache file {path} ({e}); delete it to rebuild") from e
+        return items, True
+    items = build_replay(model, questions, seed=seed, tokens=tokens)
+    atomic_write_text(path, json.dumps({"format": CACHE_FORMAT, "n_questions": len(questions), "seed": seed,
+                                        "tokens": tokens, "items": [r.to_json() for r in items]}) + "\n")
+    return items, False

@@ -61,7 +61,7 @@ def neutral_replay(ctx: Any, cfg: K.SelfKnowConfig, pool: K.Pool) -> list[R.Repl
         return []
     held = [i.question for i in pool.heldout]
     qs = [q for q in D.load_train_words(cfg.train_words_file)[1] if not any(h in q for h in held)]
-    return R.build_replay(ctx.model, qs[:cfg.replay_prompts], seed=cfg.seed, tokens=cfg.replay_tokens)
+    return R.cached_replay(ctx.model, qs[:cfg.replay_prompts], seed=cfg.seed, tokens=cfg.replay_tokens)[0]
 
 
 def _encoded(prompt: tuple[int, ...], answer: tuple[int, ...], first: bool) -> D.Encoded:
