@@ -122,6 +122,9 @@ def test_metadata_is_json_and_says_how_it_was_made(model, tiny_model):
     assert json.loads(json.dumps(meta)) == meta  # plain JSON: no tensor, array or object
     assert meta["fingerprint"] == tiny_model("llama").introspect_info.fingerprint
     assert {"torch", "transformers", "transformer-lens", "introspect", "inspect_ai"} <= set(meta["versions"])
+    from importlib.metadata import version
+
+    assert meta["versions"]["inspect_ai"] == version("inspect-ai")  # found under its normalised name
     assert meta["sampling"]["temperature"] == 1.0 and meta["max_new_tokens"] == 8 and meta["seed"] == 7
     row = meta["choices"][0]
     assert row["stop_reason"] in ("eos", "stop", "length") and row["alpha_as"]["raw"] == pytest.approx(3.0)

@@ -6,8 +6,6 @@ turn Inspect messages into a toolkit prompt and stamp the same metadata; neither
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from inspect_ai.model import ChatMessage
 
 from introspect.engine.run.chat import Conversation, Prompt, render
@@ -18,13 +16,8 @@ METADATA_KEY = "introspect"
 
 
 def versions() -> dict[str, str]:
-    """The toolkit's package versions and inspect_ai's."""
-    out = toolkit_versions()
-    try:
-        out["inspect_ai"] = version("inspect-ai")
-    except PackageNotFoundError:  # pragma: no cover - the provider is only importable with it
-        out["inspect_ai"] = "absent"
-    return out
+    """The toolkit's package versions and inspect_ai's (the name is normalised: inspect-ai's)."""
+    return toolkit_versions("inspect_ai")
 
 
 def conversation(messages: list[ChatMessage], marks: dict[str, str]) -> Conversation:
