@@ -62,7 +62,7 @@ def test_a_model_with_lora_attached_neither_reads_nor_writes_the_cache(tiny_dir)
         for n, w in model.original_model.named_parameters():
             if "lora_B" in n:
                 w.normal_(0, 0.5, generator=torch.Generator().manual_seed(len(n)))
-    assert R.has_lora(model)
+    assert lora.attached(model)
     adapted, hit = R.cached_replay(model, QUESTIONS, seed=0, tokens=6)
     assert hit is False and [r.ids for r in adapted] != [r.ids for r in base]
     assert len(_files(R.replay_root())) == 1

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import resource
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +24,7 @@ import torch
 
 from introspect.engine.load.models import model_info
 from introspect.engine.run.inject import InjectionSpec, injecting
-from introspect.records.atomic import atomic_write_text
+from introspect.records.atomic import atomic_write, atomic_write_text
 from introspect.train import data as D
 from introspect.train import lora
 from introspect.train import provenance as P
@@ -159,18 +157,7 @@ def step_loss(model: Any, plan: Plan, cfg: TrainConfig, rows: list[D.Example], *
 
 # ---------------------------------------------------------------- checkpoints
 def _atomic_save(obj: Any, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-_atomic_text = atomic_write_text  # the name the training modules use
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 def _replay_from(rows: list[Any]) -> list[R.ReplayItem]:
@@ -306,7 +293,7 @@ def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | Non
                           "log": stats.log, "config": cfg.to_dict(), **saved}, ckpt_path)
     bar.close()
     done = Steps(start, time.perf_counter() - loop_t0, time.process_time() - cpu_t0)
-    _atomic_text(ckpt_path.parent / LOG, "".join(json.dumps(r) + "\n" for r in stats.log))
+    atomic_write_text(ckpt_path.parent / LOG, "".join(json.dumps(r) + "\n" for r in stats.log))
     return done
 
 
@@ -352,10 +339,10 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
             + f", seed {cfg.seed}, layer {cfg.layer}"
             + (f", nearness judged at layer {cfg.split_at}" if cfg.split_at != cfg.layer else "")
             + f") for {info.name}; baseline as concepts/words.yaml")
-    _atomic_text(out / "words_train.yaml", _words_yaml(plan.train, plan.baseline, "trained on: " + note))
-    _atomic_text(out / "words_heldout.yaml", _words_yaml(plan.heldout, plan.baseline, "never trained on: " + note,
+    atomic_write_text(out / "words_train.yaml", _words_yaml(plan.train, plan.baseline, "trained on: " + note))
+    atomic_write_text(out / "words_heldout.yaml", _words_yaml(plan.heldout, plan.baseline, "never trained on: " + note,
                                                           plan.split))
-    _atomic_text(out / S.SPLIT_FILE, json.dumps({**plan.split.to_dict(), "word_files": hashes, "layer": cfg.layer,
+    atomic_write_text(out / S.SPLIT_FILE, json.dumps({**plan.split.to_dict(), "word_files": hashes, "layer": cfg.layer,
                                                   "split_layer": cfg.split_at,
                                                   "seed": cfg.seed}, indent=2) + "\n")
     prep_s = time.perf_counter() - t0
@@ -372,7 +359,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
                       saved={"base_fingerprint": base_fp, "replay": [r.to_json() for r in plan.replay],
                              "replay_heldout": [r.to_json() for r in plan.replay_heldout],
                              "split": plan.split.identity(), "word_files": hashes})
-    _atomic_text(out / REPLAY, json.dumps({"trained": [r.to_json() for r in plan.replay],
+    atomic_write_text(out / REPLAY, json.dumps({"trained": [r.to_json() for r in plan.replay],
                                            "heldout": [r.to_json() for r in plan.replay_heldout]}) + "\n")
     t_gates = time.perf_counter()
     gates = damage_gates(model, plan, cfg) if cfg.gates else None

@@ -12,8 +12,6 @@ the results-folder guard keep base and adapter apart.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from introspect.engine.load.adapters import (  # noqa: F401  (the adapter's file
     read_adapter,
     state_hash,
 )
+from introspect.records.atomic import atomic_write, atomic_write_text
 
 BRIDGE_SEG = "._original_component"  # how the bridge nests each wrapped HF module
 def _linear_types() -> tuple[type, ...]:
@@ -94,6 +93,11 @@ def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int
     return params
 
 
+def attached(model: Any) -> bool:
+    """LoRA layers attached and not merged (the weights' fingerprint is then the base model's)."""
+    return any("lora_" in n for n, _ in model.original_model.named_parameters())
+
+
 def adapter_state(model: Any) -> dict[str, torch.Tensor]:
     """The adapter's tensors under peft's saved names for the plain HF model."""
     out = {}
@@ -122,18 +126,6 @@ def _hash_config(cfg: Any) -> dict[str, Any]:
             "fan_in_fan_out": bool(cfg.fan_in_fan_out)}
 
 
-def _atomic_bytes(path: Path, write: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save_adapter(model: Any, out: Path | str, *, layer: int, meta: dict[str, Any]) -> str:
     """Write the adapter (peft format, HF-native names) and its metadata into ``out``; returns its hash.
 
@@ -155,10 +147,10 @@ def save_adapter(model: Any, out: Path | str, *, layer: int, meta: dict[str, Any
     digest = state_hash(state, _hash_config(hf_cfg))
     out.mkdir(parents=True, exist_ok=True)
     (out / META_FILE).unlink(missing_ok=True)
-    _atomic_bytes(out / WEIGHTS_FILE, lambda tmp: save_file(state, tmp))
+    atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(state, tmp))
     config = json.dumps(hf_cfg.to_dict(), indent=2, sort_keys=True, default=list)
-    _atomic_bytes(out / CONFIG_FILE, lambda tmp: Path(tmp).write_text(config))
+    atomic_write_text(out / CONFIG_FILE, config)
     body = json.dumps({**meta, "adapter_hash": digest, "layer": int(layer), "rank": int(cfg.r),
                        "lora_alpha": float(cfg.lora_alpha)}, indent=2, sort_keys=True)
-    _atomic_bytes(out / META_FILE, lambda tmp: Path(tmp).write_text(body))
+    atomic_write_text(out / META_FILE, body)
     return digest

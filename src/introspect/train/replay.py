@@ -142,22 +142,17 @@ def replay_root() -> Path:
     return Path(env) if env else cache_root() / "replay"
 
 
-def has_lora(model: Any) -> bool:
-    """LoRA layers attached (not merged): the weights' fingerprint is then the base model's."""
-    return any("lora_" in name for name, _ in model.named_parameters())
-
-
 def cache_key(model: Any, questions: Sequence[str], *, seed: int, tokens: int) -> str:
     """Everything the answers depend on: weights, dtype, device, chat template, the questions and
     their layouts' settings, the decoding libraries' versions, the CPU kernels and thread count
     (a greedy tie may break differently with either) and this module's format."""
-    import torch
-
     from introspect.engine.load.models import model_info
     from introspect.records.jsonl import versions
+    from introspect.train.provenance import machine
 
     libs = {k: v for k, v in versions().items() if k in ("torch", "transformers", "transformer-lens")}
-    kernels = [torch.backends.cpu.get_cpu_capability(), torch.get_num_threads()]
+    where = machine()
+    kernels = [where["cpu_capability"], where["torch_threads"]]
     blob = json.dumps([CACHE_FORMAT, model_info(model).fingerprint, str(model.cfg.dtype), str(model.cfg.device),
                        getattr(model.tokenizer, "chat_template", None), list(questions), seed, tokens,
                        list(preambles()), PER_QUESTION, libs, kernels], sort_keys=True, default=str)
@@ -173,8 +168,9 @@ def cached_replay(model: Any, questions: Sequence[str], *, seed: int, tokens: in
     with LoRA layers attached: its answers are not its fingerprint's.
     """
     from introspect.records.atomic import atomic_write_text
+    from introspect.train.lora import attached
 
-    if not cache or has_lora(model):
+    if not cache or attached(model):
         return build_replay(model, questions, seed=seed, tokens=tokens), False
     path = replay_root() / f"{cache_key(model, questions, seed=seed, tokens=tokens)}.json"
     if path.exists():

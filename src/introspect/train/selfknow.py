@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from introspect.engine.load.models import model_info
+from introspect.records.atomic import atomic_write_text
 from introspect.train import data as D
 from introspect.train import lora
 from introspect.train import provenance as P
@@ -35,7 +36,6 @@ from introspect.train.gates import adapter_off
 from introspect.train.loop import (
     CHECKPOINT,
     StepStats,
-    _atomic_text,
     group_loss,
     loadable_name,
     run_steps,
@@ -192,9 +192,9 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
     replay = replay_rows(pool, neutral, model.tokenizer) if cfg.replay_frac else []
     t_ids = K.delegate_ids(ctx)
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_text(out / ITEMS_TRAIN, K.items_csv(pool.train))
-    _atomic_text(out / ITEMS_HELDOUT, K.items_csv(pool.heldout))
-    _atomic_text(out / TRUTH, _truth_json(pool, labels, cfg))
+    atomic_write_text(out / ITEMS_TRAIN, K.items_csv(pool.train))
+    atomic_write_text(out / ITEMS_HELDOUT, K.items_csv(pool.heldout))
+    atomic_write_text(out / TRUTH, _truth_json(pool, labels, cfg))
     prep_s = time.perf_counter() - t0
 
     def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
