@@ -19,6 +19,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from introspect.records.atomic import atomic_write_text
 from introspect.report.calibration import GRID, NULL_GRID, SHARED_NULL, run_setting, table
 
 
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
             print(table([r]), flush=True)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1, default=float))
+        atomic_write_text(args.json, json.dumps(results, indent=1, default=float))
     return 0
 
 

@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.concepts < 1:
         ap.error(f"--concepts must be at least 1, got {a.concepts}")
     from introspect.engine.load.gguf_files import ModelError
+    from introspect.records.atomic import atomic_write_text
 
     try:
         rows = smoke(a.model, a.device, a.concepts)
@@ -134,11 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(table(rows))
     if a.out:
-        out = Path(a.out)
-        out.mkdir(parents=True, exist_ok=True)
-        tmp = out / ".gpu-smoke.json.tmp"
-        tmp.write_text(json.dumps(rows, indent=2))
-        tmp.replace(out / "gpu-smoke.json")
+        atomic_write_text(Path(a.out) / "gpu-smoke.json", json.dumps(rows, indent=2))
     return 0 if all(r["ok"] is not False for r in rows) else 1
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ import submitit
 
 from experiments.executors import LocalBackend, Resources, SlurmBackend, gpus_for, prefetch
 from introspect.engine.load.devices import release
+from introspect.records.atomic import atomic_write_text
 from introspect.records.jsonl import done_trial_ids
 
 EXECUTORS = ("slurm", "local")
@@ -78,10 +78,7 @@ def shard_dir(out: Path, k: int) -> Path:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)  # readers never see half a file
+    atomic_write_text(path, json.dumps(obj, indent=1))  # readers never see half a file
 
 
 def _read_json(path: Path) -> Any:

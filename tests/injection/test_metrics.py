@@ -317,6 +317,9 @@ def test_a_gate_whose_interval_clears_0_but_whose_sign_flip_test_does_not_fails(
     assert v["condition"] == "reacts to any perturbation"
     assert "Net over the Gaussian ablation 0.10 [0.00, 0.20] (sign-flip p 0.058)" in v["note"]
     assert label(gates(math.nan, math.nan))["condition"] == "detected and identified"  # no test: the interval alone
+    steer_untested = [dict(r, p=0.08) if r["metric"] == "steer_lp_rise_vs_random" else r for r in gates(0.04, 0.04)]
+    v = label(steer_untested)  # the precondition asks its test too: an interval above 0 with p 0.08 is no steering
+    assert v["condition"] == "inconclusive" and "the cell does not steer" in v["note"]
 
 
 def test_answers_that_differ_beside_a_table_where_nothing_steers_are_not_a_null():

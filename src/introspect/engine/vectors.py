@@ -13,7 +13,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from introspect.engine.load import devices
 from introspect.engine.load.models import cache_root, model_info
 from introspect.engine.run.chat import Conversation, Prompt, render
 from introspect.engine.run.inject import RowSpecs, injecting, pad_left
+from introspect.records.atomic import atomic_write, atomic_write_text
 
 PLAIN_TEMPLATE = "Human: Tell me about {word}\n\nAssistant:"  # the seed's raw-text prompt
 CHAT_TEMPLATE = "Tell me about {word}."  # the user turn when vectors use the model's chat template
@@ -172,16 +172,9 @@ def _key(fingerprint: str, layer: int, word: str, template: str, baseline: Seque
     return hashlib.sha1(blob.encode()).hexdigest()[:20]
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _save_npy(tmp: str, array: np.ndarray) -> None:
+    with open(tmp, "wb") as fh:  # by handle: np.save would add ".npy" to the temp file's name
+        np.save(fh, array)
 
 
 def save_vector(path: Path, cv: ConceptVector) -> None:
@@ -190,8 +183,8 @@ def save_vector(path: Path, cv: ConceptVector) -> None:
     if not (torch.isfinite(cv.vector).all() and math.isfinite(cv.raw_norm) and math.isfinite(cv.mean_resid_norm)):
         raise VectorCacheError(f"refusing to cache a non-finite vector for {cv.word!r} at layer {cv.layer}")
     meta = {"word": cv.word, "layer": cv.layer, "raw_norm": cv.raw_norm, "mean_resid_norm": cv.mean_resid_norm}
-    _atomic_write(path.with_suffix(".json"), lambda fh: fh.write(json.dumps(meta).encode()))
-    _atomic_write(path, lambda fh: np.save(fh, cv.vector.numpy().astype(np.float32)))
+    atomic_write_text(path.with_suffix(".json"), json.dumps(meta))
+    atomic_write(path, lambda tmp: _save_npy(tmp, cv.vector.numpy().astype(np.float32)))
 
 
 def load_vector(path: Path) -> ConceptVector:

