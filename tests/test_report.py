@@ -24,7 +24,7 @@ from introspect.report import (
 )
 from introspect.report.figures import build_figures
 from introspect.report.metrics import _SUMMARIES
-from introspect.tasks.tidy import row
+from introspect.tasks.tidy import clears, row, row_p
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "injection"))
 from test_metrics import inert_records, task_a_records  # noqa: E402
@@ -144,6 +144,14 @@ def _get(summary: pd.DataFrame, **kw) -> pd.Series:
     rows = summary[m]
     assert len(rows) == 1, f"{kw}: {len(rows)} rows"
     return rows.iloc[0]
+
+
+def test_a_gate_clears_only_with_its_interval_above_0_and_its_test_below_the_level():
+    r = row({}, "m", (0.2, 0.01, 0.4), 10, p=0.058)
+    assert math.isclose(row_p(r), 0.058) and not clears(r, 0.05) and clears(r, 0.06)
+    for blank in (None, ""):  # no test computed: the interval decides alone
+        assert clears({**r, "p": blank}, 0.05) and math.isnan(row_p({**r, "p": blank}))
+    assert not clears({**r, "lo": 0.0, "p": 0.001}, 0.05) and not clears(None, 0.05)
 
 
 def test_load_results_flattens(results: Path):

@@ -54,6 +54,18 @@ def row(keys: dict[str, Any], metric: str, est: tuple[float, float, float], n: i
     return out
 
 
+def row_p(r: dict[str, Any] | None) -> float:
+    """A row's sign-flip p: NaN where none was computed (None, blank or no row)."""
+    p = None if r is None else r.get("p")
+    return NAN if p is None or p == "" else float(p)
+
+
+def clears(r: dict[str, Any] | None, level: float) -> bool:
+    """A gate's row above 0: its 95% interval's lower end above 0 and its sign-flip p (where one
+    was computed) below ``level``, so no gate claims more than its test."""
+    return r is not None and r["lo"] > 0 and not row_p(r) >= level
+
+
 def est_row(keys: dict[str, Any], metric: str, e: C.Est, condition: str = "",
             note: str = "") -> list[dict[str, Any]]:
     """The row of a ``clustered.Est`` (none when it holds no value). The row keeps the estimate's

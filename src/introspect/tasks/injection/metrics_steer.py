@@ -23,6 +23,7 @@ import pandas as pd
 from introspect.stats import clustered as C
 from introspect.tasks.tidy import (
     CELL,
+    clears,
     col,
     est_row,
     flag,
@@ -143,12 +144,8 @@ def summarize_steering(df: pd.DataFrame, table: pd.DataFrame) -> list[dict[str, 
 
 def cell_steers(rows: list[dict[str, Any]], model: str, cell: dict[str, Any]) -> bool:
     """Whether a (layer, α, units) cell of a model steers (``RULE``)."""
-    def clears(r: dict[str, Any]) -> bool:
-        p = r.get("p")
-        return r["lo"] > 0 and not (p is not None and p != "" and float(p) >= STEER_P)  # no p: the interval
-
     return any(r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model
-               and all(r[k] == cell[k] for k in CELL) and clears(r) for r in rows)
+               and all(r[k] == cell[k] for k in CELL) and clears(r, STEER_P) for r in rows)
 
 
 def steers_lookup(table: pd.DataFrame) -> dict[tuple, bool]:

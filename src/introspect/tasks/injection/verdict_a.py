@@ -38,7 +38,7 @@ import numpy as np
 from introspect.stats import clustered as C
 from introspect.stats.holm import holm_interval
 from introspect.tasks.injection.metrics_steer import RULE, cell_steers
-from introspect.tasks.tidy import CELL, row
+from introspect.tasks.tidy import CELL, clears, row, row_p
 
 HEADLINE = {"net", "identification_vs_random", "introspection_score", "latent_identification_vs_random"}
 EFFECT_P = 0.05  # Holm level of every claim
@@ -59,20 +59,14 @@ def _ci(r: dict | None) -> str:
     return "not measured" if r is None else f"{r['value']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
 
 
-def _p(r: dict | None) -> float:
-    p = None if r is None else r.get("p")
-    return math.nan if p is None or p == "" else float(p)
-
-
 def _clears(r: dict | None) -> bool:
-    """A gate's row above 0: its 95% interval's lower end above 0 and its sign-flip p (where one was
-    computed) below ``EFFECT_P``."""
-    return r is not None and r["lo"] > 0 and not _p(r) >= EFFECT_P
+    """A gate's row above 0 at ``EFFECT_P`` (``tidy.clears``)."""
+    return clears(r, EFFECT_P)
 
 
 def _cip(r: dict | None) -> str:
     """``_ci`` plus the test's p where the interval clears 0 and the test does not."""
-    return _ci(r) + (f" (sign-flip p {_p(r):.2g})" if r is not None and r["lo"] > 0 and not _clears(r) else "")
+    return _ci(r) + (f" (sign-flip p {row_p(r):.2g})" if r is not None and r["lo"] > 0 and not _clears(r) else "")
 
 
 def power(rows: list[dict], model: str, task: str, metric: str) -> tuple[float, str, int]:
