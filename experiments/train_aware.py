@@ -21,7 +21,8 @@ peft adapter, its hash, the base model's fingerprint and the training config
 
 measures a saved adapter's damage gates again, its weight change times S (default 1), on the
 replayed answers and questions it was trained beside; printed, and written to
-DIR/damage_gates_xS.json.
+DIR/damage_gates_xS.json (or to OUT/damage_gates_xS.json with --out OUT, leaving a shared or
+read-only adapter directory untouched).
 
     python -m experiments.train_aware --diff adapters/run1 adapters/run2
 
@@ -51,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     a = ap.add_argument
     a("--model", default=None, help="registry name, hub id or local model (default smollm2-135m-instruct)")
     a("--layer", type=int, help="injection layer (default: two thirds of the depth); LoRA goes on the blocks after it")
-    a("--out", type=Path, help="adapter directory (default adapters/<model>-L<layer>)")
+    a("--out", type=Path, help="adapter directory (default adapters/<model>-L<layer>); with --gates, the "
+      "folder that receives damage_gates_xS.json (default: the adapter's)")
     a("--steps", type=int, default=d.steps)
     a("--batch-size", type=int, default=d.batch_size)
     a("--rank", type=int, default=d.rank, help="LoRA rank")
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     if args.gates is not None:
-        return run(args, lambda: _gates_again(args.gates, args.adapter_scale))
+        return run(args, lambda: _gates_again(args.gates, args.adapter_scale, args.out))
     if args.diff is not None:
         return run(args, lambda: _diff(*args.diff))
 
@@ -176,13 +178,19 @@ def main(argv: list[str] | None = None) -> int:
     return run(args, body)
 
 
-def _gates_again(adapter: Path, scale: float) -> int:
-    """``--gates DIR``: the saved adapter's damage gates at ``scale``, printed and written atomically."""
+def _gates_again(adapter: Path, scale: float, folder: Path | None = None) -> int:
+    """``--gates DIR``: the saved adapter's damage gates at ``scale``, printed and written atomically
+    to ``folder`` (default DIR)."""
     from introspect.records.atomic import atomic_write_text
     from introspect.train.remeasure import saved_gates
 
+    if folder is not None and folder.exists() and not folder.is_dir():
+        from introspect.train.data import TrainDataError
+
+        raise TrainDataError(f"--out {folder} is a file: with --gates it names the folder that receives "
+                             "damage_gates_xS.json")
     g = saved_gates(adapter, scale)  # scale and directory checked there, before the (slow) model load
-    out = adapter / f"damage_gates_x{g['scale']:g}.json"
+    out = (folder or adapter) / f"damage_gates_x{g['scale']:g}.json"
     atomic_write_text(out, json.dumps(g, indent=1, sort_keys=True) + "\n")
     print(f"adapter {g['adapter_hash']} at scale {g['scale']:g}: " + _gates_line(g))
     print(f"wrote {out}")

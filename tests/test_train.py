@@ -286,7 +286,7 @@ def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tin
 
     capsys.readouterr()
     for argv in (["--gates", str(out), "--adapter-scale", "0"], ["--adapter-scale", "0.5"],
-                 ["--gates", str(out.parent / "nowhere")]):
+                 ["--gates", str(out.parent / "nowhere")], ["--gates", str(out), "--out", str(out / lora.META_FILE)]):
         assert train_aware.main([*argv, "--no-progress"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and "\n" not in err, err
@@ -294,7 +294,7 @@ def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tin
 
 
 @pytest.mark.slow  # three gate measurements, ~20 s
-def test_gates_measured_again_on_the_saved_adapter_at_a_scale(trained, tiny_dir, monkeypatch):
+def test_gates_measured_again_on_the_saved_adapter_at_a_scale(trained, tiny_dir, monkeypatch, tmp_path):
     """``train_aware --gates DIR --adapter-scale S``: the gates run on the model ``run --adapter
     DIR --adapter-scale S`` evaluates (the adapter attached live and scaled gives the merged
     model's log-probs), with the training's split; at scale 1 they read what training's model
@@ -321,6 +321,14 @@ def test_gates_measured_again_on_the_saved_adapter_at_a_scale(trained, tiny_dir,
     now, one = real(model, plan, cfg), saved_gates(out)
     for k in ("content_answers", "content_answers_base", "detection_phrases", "detection_phrases_base", "content_n"):
         assert one[k] == now[k], k
+    # --out: the report goes elsewhere, the adapter folder is untouched
+    from experiments import train_aware
+
+    assert train_aware.main(["--gates", str(out), "--adapter-scale", "0.5", "--out", str(tmp_path / "g"),
+                             "--no-progress"]) == 0
+    wrote = json.loads((tmp_path / "g" / "damage_gates_x0.5.json").read_text())
+    assert wrote["scale"] == 0.5 and wrote["adapter_hash"] == again["adapter_hash"]
+    assert not list(out.glob("damage_gates_*"))
 
 
 def test_adapter_refused_when_tampered_or_for_other_weights(trained, tiny_dir, tmp_path):
