@@ -293,7 +293,7 @@ def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tin
     assert not list(out.glob("damage_gates_*"))
 
 
-@pytest.mark.slow  # three gate measurements, ~20 s
+@pytest.mark.slow  # four gate measurements, ~25 s
 def test_gates_measured_again_on_the_saved_adapter_at_a_scale(trained, tiny_dir, monkeypatch, tmp_path):
     """``train_aware --gates DIR --adapter-scale S``: the gates run on the model ``run --adapter
     DIR --adapter-scale S`` evaluates (the adapter attached live and scaled gives the merged
