@@ -320,6 +320,8 @@ def test_a_gate_whose_interval_clears_0_but_whose_sign_flip_test_does_not_fails(
     steer_untested = [dict(r, p=0.08) if r["metric"] == "steer_lp_rise_vs_random" else r for r in gates(0.04, 0.04)]
     v = label(steer_untested)  # the precondition asks its test too: an interval above 0 with p 0.08 is no steering
     assert v["condition"] == "inconclusive" and "the cell does not steer" in v["note"]
+    assert "0 cells steer" in v["note"]  # the count asks the same rule as the gate
+    assert "1 cells steer" in label(gates(0.04, 0.04))["note"]
 
 
 def test_answers_that_differ_beside_a_table_where_nothing_steers_are_not_a_null():
