@@ -142,10 +142,15 @@ def summarize_steering(df: pd.DataFrame, table: pd.DataFrame) -> list[dict[str, 
     return out
 
 
+def steering_cells(rows: list[dict[str, Any]], model: str) -> set[tuple]:
+    """The (layer, α, units) cells of a model that steer (``RULE``): the one place that rule is asked."""
+    return {tuple(r[k] for k in CELL) for r in rows
+            if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and clears(r, STEER_P)}
+
+
 def cell_steers(rows: list[dict[str, Any]], model: str, cell: dict[str, Any]) -> bool:
     """Whether a (layer, α, units) cell of a model steers (``RULE``)."""
-    return any(r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model
-               and all(r[k] == cell[k] for k in CELL) and clears(r, STEER_P) for r in rows)
+    return tuple(cell[k] for k in CELL) in steering_cells(rows, model)
 
 
 def steers_lookup(table: pd.DataFrame) -> dict[tuple, bool]:

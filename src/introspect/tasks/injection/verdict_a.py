@@ -37,7 +37,7 @@ import numpy as np
 
 from introspect.stats import clustered as C
 from introspect.stats.holm import holm_interval
-from introspect.tasks.injection.metrics_steer import RULE, STEER_P, cell_steers
+from introspect.tasks.injection.metrics_steer import RULE, cell_steers, steering_cells
 from introspect.tasks.tidy import CELL, clears, row, row_p
 
 HEADLINE = {"net", "identification_vs_random", "introspection_score", "latent_identification_vs_random"}
@@ -145,8 +145,7 @@ def verdict_a(model: str, rows: list[dict], identical: list[float]) -> list[dict
         if r["p_holm"] < EFFECT_P and holm_interval(r, EFFECT_P)[0] > 0:
             kind, txt = _judge(rows, model, r)
             found.setdefault(kind, []).append(txt)
-    steered = {(r["layer_idx"], r["alpha"], r["alpha_units"]) for r in rows
-               if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and clears(r, STEER_P)}
+    steered = steering_cells(rows, model)
     same = float(np.mean(identical)) if identical else math.nan
     mde, line, tests = power(rows, model, "A", "net")
     framings = sorted({str(r["variant"]) for r in nets})
