@@ -1,6 +1,6 @@
 """Benchmark: speed ratios measured in one run on the embedded default model (not a test).
 
-    python -m experiments.bench [--model NAME] [--n 32] [--skip-cold] [--skip-sweep] [--device cuda] [--train-only]
+    python -m experiments.bench [--model NAME] [--n 32] [--skip-cold] [--skip-sweep] [--device cuda] [--train-only] [--recipe-only]
 
 Prints, each as a ratio of two timings taken in this run on this machine, with tokens/s beside it.
 First: one decoding step of the 16-row task-A batch, ours vs raw transformers sdpa (target ≤ 1.1×),
@@ -25,8 +25,10 @@ Unless a line says otherwise, every generation makes exactly ``--new-tokens`` to
 - the positive control's training (``experiments.train_aware``): 5 timed steps extrapolated to
   the full run, against its 25-minute budget (target ≤ 1×), with peak resident memory; and its
   preparation with the base model's replay answers read from the replay cache vs generated
-  and the two-turn recipe of docs/positive-control.md's run F on the default model (10 steps timed)
-  (``--train-only``: these rows alone)
+  and, on the default model, the documented recipe of docs/positive-control.md (layer 24) with its
+  replay rows' trunk run once vs twice (``train.trunk``), and its two-turn recipe, run F (10 steps
+  timed each)
+  (``--train-only``: these rows alone; ``--recipe-only``: the recipe's rows alone)
 """
 
 from __future__ import annotations
@@ -290,6 +292,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda: prefill/decode tokens/s vs HF generate")
     ap.add_argument("--steps-only", action="store_true", help="stop after the decode-step and prefill rows")
     ap.add_argument("--train-only", action="store_true", help="only the positive-control training rows")
+    ap.add_argument("--recipe-only", action="store_true",
+                    help="only the documented recipe's rows: its budget, and its step with the trunk shared vs not")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     print(f"introspect bench — model {args.model}, device {args.device}, torch threads {torch.get_num_threads()}",
@@ -300,6 +304,9 @@ def main(argv: list[str] | None = None) -> None:
     rows = _Rows()
     if args.train_only:
         bench_training(rows, args.model)
+        return
+    if args.recipe_only:
+        bench_recipe(rows, args.model)
         return
     gpu = args.device.startswith("cuda")
     model = load_model(args.model, device=args.device)
@@ -367,18 +374,13 @@ def bench_training(rows: list, model_name: str) -> None:
     """The positive control's training budget, first with the base model's replay answers generated
     (an empty replay cache of its own), then again with them read from that cache."""
     from introspect.train.check import training_budget
-    from introspect.train.data import DEFAULT_MIX, TWO_TURN
 
     before = os.environ.get("INTROSPECT_CACHE_REPLAY")
-    more = {"gaussian": 0.32, "clean": 0.06, "suggested": 0.05, "choice_none": 0.07}
-    run_f = dict(layer=24, split_layer=20, mix=tuple((k, more.get(k, v)) for k, v in DEFAULT_MIX),
-                 phrasings=tuple(x for p in ("paper", "explained", "short", "inward", "notice") for x in (p, TWO_TURN)))
     with tempfile.TemporaryDirectory() as cache:
         os.environ["INTROSPECT_CACHE_REPLAY"] = cache
         try:
             t = training_budget(model_name, steps=5)  # a fresh copy each: training attaches LoRA in place
             w = training_budget(model_name, steps=5)
-            f = training_budget(model_name, steps=10, **run_f) if model_name == DEFAULT_MODEL else None
         finally:
             if before is None:
                 os.environ.pop("INTROSPECT_CACHE_REPLAY", None)
@@ -394,11 +396,38 @@ def bench_training(rows: list, model_name: str) -> None:
                  f"prepare {w['prepare_s']:.0f} s vs {t['prepare_s']:.0f} s; full run with the cache "
                  f"{w['full_run_min']:.1f} min est. ({w['step_s']:.2f} s/step) = {w['full_run_min'] / 25:.2f}× "
                  "the 25-min budget"))
-    if f is not None:
-        rows.append(("two-turn recipe (run F): full run / 25-min budget", f["full_run_min"] / 25,
-                     f"{f['full_run_min']:.1f} min est. for {f['full_steps']} steps at layer {f['layer']} "
-                     f"({f['step_s']:.2f} s/step wall over {f['steps_timed']} steps, half of them two_turn; "
-                     f"prepare {f['prepare_s']:.0f} s, replay {'cached' if f['replay_from_cache'] else 'generated'})"))
+    if model_name == DEFAULT_MODEL:
+        bench_recipe(rows, model_name)
+
+
+def bench_recipe(rows: list, model_name: str) -> None:
+    """The documented recipe (docs/positive-control.md's first command: layer 24, split judged at
+    20, 400 steps, replay weight 8) timed over the same 10 steps twice, its replay rows' trunk
+    (blocks 0..24) run once for teacher and student (``train.trunk``, the default) and run twice,
+    in one run; then the two-turn recipe (run F there). The replay answers come from the user's
+    replay cache (generated there on a first run)."""
+    from introspect.train.check import training_budget
+    from introspect.train.data import DEFAULT_MIX, TWO_TURN
+
+    recipe = dict(layer=24, split_layer=20)
+    on = training_budget(model_name, steps=10, **recipe)
+    off = training_budget(model_name, steps=10, share_trunk=False, **recipe)
+    rows.append(("documented recipe: full run / 25-min budget", on["full_run_min"] / 25,
+                 f"{on['full_run_min']:.1f} min est. for {on['full_steps']} steps at layer {on['layer']} "
+                 f"({on['step_s']:.2f} s/step wall over {on['steps_timed']} steps, prepare {on['prepare_s']:.0f} s, "
+                 f"replay {'cached' if on['replay_from_cache'] else 'generated'}) (target ≤ 1×)"))
+    rows.append(("recipe step: trunk shared / teacher and student in full", on["step_s"] / off["step_s"],
+                 f"{on['step_s']:.2f} s vs {off['step_s']:.2f} s a step over the same {on['steps_timed']} steps "
+                 f"(CPU {on['step_cpu_s']:.2f} s vs {off['step_cpu_s']:.2f} s); without it the full run is "
+                 f"{off['full_run_min']:.1f} min = {off['full_run_min'] / 25:.2f}× the budget"))
+    more = {"gaussian": 0.32, "clean": 0.06, "suggested": 0.05, "choice_none": 0.07}
+    run_f = dict(recipe, mix=tuple((k, more.get(k, v)) for k, v in DEFAULT_MIX),
+                 phrasings=tuple(x for p in ("paper", "explained", "short", "inward", "notice") for x in (p, TWO_TURN)))
+    f = training_budget(model_name, steps=10, **run_f)
+    rows.append(("two-turn recipe (run F): full run / 25-min budget", f["full_run_min"] / 25,
+                 f"{f['full_run_min']:.1f} min est. for {f['full_steps']} steps at layer {f['layer']} "
+                 f"({f['step_s']:.2f} s/step wall over {f['steps_timed']} steps, half of them two_turn; "
+                 f"prepare {f['prepare_s']:.0f} s, replay {'cached' if f['replay_from_cache'] else 'generated'})"))
 
 
 class _Rows(list):

@@ -545,11 +545,59 @@ def test_steered_replay_rows_inject_and_their_teacher_is_the_base_model_under_th
         tiny_cfg(words_file, replay_weight=0.0)
 
 
+@pytest.mark.parametrize("family", ["llama", "gpt2", "gpt-neox", "falcon"])
+def test_the_teachers_trunk_shared_with_the_student_is_exact_and_skips_those_blocks(tiny_dir, words_file, family):
+    """Distillation with blocks 0..L run once (``train.trunk``) gives the losses and adapter
+    gradients of two full passes, on steered replay rows (the injection at L still fires in the
+    student's pass), and the student's pass does not run those blocks."""
+    from introspect.train import trunk as T
+
+    model = load_model(str(tiny_dir(family)))
+    cfg = tiny_cfg(words_file, layer=1, replay_distill=True, replay_steered=1.0, replay_frac=0.5)
+    plan = L.prepare(model, cfg)
+    params = lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha)
+    before = [b.original_component.__dict__.get("forward") for b in model.blocks]  # some bridges patch it themselves
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.05)
+    kw = dict(seed=0, batch_size=8, train=plan.train, phrasings=cfg.phrasings, strength=(2.0, 3.0), n_trials=2,
+              replay_frac=0.5, n_replay=len(plan.replay), mix=cfg.mix, replay_steered=1.0)
+    steered = [r for r in D.step_examples(0, **kw) if r.kind == "replay"]
+    plain = next(r for r in D.step_examples(0, **{**kw, "replay_steered": 0.0}) if r.kind == "replay")
+    for rows, prefix in ((steered, False), ([plain, plain], True)):  # the same item twice: its prompt is shared
+        encs = [D.encode(model.tokenizer, ex, plan.replay) for ex in rows]
+        specs = [L.spec_for(ex, e, plan, cfg.layer) for ex, e in zip(rows, encs)]
+        out = {}
+        for trunk in (None, cfg.layer):
+            calls = {"n": 0}
+            inner = next(iter(model.blocks[0].original_component.children()))  # runs only if block 0 computes
+            h = inner.register_forward_hook(lambda *_, c=calls: c.__setitem__("n", c["n"] + 1))
+            stats = L.StepStats()
+            loss = L.group_loss(model, encs, specs, distill=True, stats=stats, trunk=trunk)
+            h.remove()
+            loss.sum().backward()
+            out[trunk] = (loss.detach(), [p.grad for p in params], calls["n"], stats)
+            model.zero_grad(set_to_none=True)
+        (full, g_full, n_full, s_full), (shared, g_shared, n_shared, s_shared) = out[None], out[cfg.layer]
+        assert float(full.min()) > 1e-6  # the adapter moved the student: the test can tell teacher from student
+        assert torch.allclose(shared, full, atol=1e-5, rtol=1e-4), (shared, full)
+        assert [a is None for a in g_shared] == [b is None for b in g_full] and any(a is not None for a in g_full)
+        assert all(torch.allclose(a, b, atol=1e-6, rtol=1e-3) for a, b in zip(g_shared, g_full) if a is not None)
+        injected = 0 if prefix else sum(len(e.ids) - e.from_pos for e in encs)  # steered rows: L's hook still fires
+        assert s_shared.fired == s_full.fired == injected
+        assert (s_shared.grad_tokens < sum(len(e.ids) for e in encs)) == prefix  # the prefix's own pass ran in full
+        assert n_full - n_shared == 1 and n_shared >= 1  # block 0 skipped in the student's main pass only
+    with pytest.raises(T.TrunkError, match="adapter"):  # an adapter inside the trunk: not shared
+        L.group_loss(model, encs, specs, distill=True, trunk=cfg.layer + 1)
+    assert [b.original_component.__dict__.get("forward") for b in model.blocks] == before  # the blocks are put back
+
+
 def test_a_config_recorded_before_new_fields_is_the_same_config(words_file):
     """An adapter or checkpoint written before a field existed resumes and is recognised: its
     missing fields read as their defaults; a changed value is still another config."""
     cfg = tiny_cfg(words_file)
-    old = {k: v for k, v in cfg.to_dict().items() if k not in ("replay_steered", "replay_weight")}
+    old = {k: v for k, v in cfg.to_dict().items() if k not in ("replay_steered", "replay_weight", "share_trunk")}
     # replay_weight's default changed (1 → 8): a record without it was made at 1, today's default is not it
     assert L.TrainConfig(layer=1).replay_weight == 8.0 and cfg.replay_weight == 1.0  # tiny_cfg pins the old weight
     assert L.same_config(old, cfg) and not L.same_config(old, tiny_cfg(words_file, replay_weight=8.0))

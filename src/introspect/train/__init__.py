@@ -4,7 +4,8 @@
 LoRA adapter on the blocks after the injection with the injection hooks active, ``lora`` saves it
 as a plain peft adapter, which ``engine.load.adapters`` merges into a model before the bridge
 boots (``load_model(name, adapter=DIR)``); ``split`` chooses the held-out concepts by meaning
-(concept-vector cosine at the trained layer, plus word-form, compound and synonym rules).
+(concept-vector cosine at the trained layer, plus word-form, compound and synonym rules);
+``trunk`` runs the blocks below the adapter once for a replay row's teacher and student.
 ``selfknow`` (with ``selfknow_data``) trains the Delegate Game's positive control: a LoRA that
 replies T on the items its base model gets wrong, beside a control trained on shuffled errors.
 """

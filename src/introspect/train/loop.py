@@ -16,6 +16,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from introspect.train import lora
 from introspect.train import provenance as P
 from introspect.train import replay as R
 from introspect.train import split as S
+from introspect.train import trunk as T
 from introspect.train.config import TrainConfig, same_record  # noqa: F401  (TrainConfig re-exported)
 from introspect.train.gates import adapter_off, damage_gates
 from introspect.train.plan import Plan, prepare, spec_for  # noqa: F401  (the loop's inputs; tests use them from here)
@@ -59,12 +61,14 @@ def _keeps_logits(model: Any) -> bool:
 
 def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | None], *,
                share_prefix: bool = True, stats: StepStats | None = None, name_weight: float = 1.0,
-               distill: bool = False) -> torch.Tensor:
+               distill: bool = False, trunk: int | None = None) -> torch.Tensor:
     """Mean answer-token cross-entropy per row (a tensor ``[rows]``) under the rows' injections,
     the concept name's tokens weighted ``name_weight`` (rows that name the injected concept).
     ``distill``: instead of the answer's tokens, the base model's whole next-token distribution
     at each answer position is the target (KL from it, adapter switched off for the teacher pass):
-    replay rows then keep every probability, not only the greedy token.
+    replay rows then keep every probability, not only the greedy token. ``trunk``: the last block
+    without an adapter; with ``distill``, blocks 0..trunk run once, for the teacher, and the student
+    starts after them (``train.trunk``: exact, since the adapter only sits after it).
 
     Layout per row: ``[shared prefix | left pad | own tokens]``, as the decode loop lays rows
     out; the shared prefix (before every row's first injected position) runs once without
@@ -94,7 +98,7 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     k = max(e.n_answer for e in encs) + 1
 
-    def forward() -> tuple[torch.Tensor, Any]:
+    def forward(around: Callable[[], Any] = nullcontext) -> tuple[torch.Tensor, Any]:
         cache = None
         if lp:
             with torch.no_grad():
@@ -106,15 +110,17 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
                                   position_ids=pos[:, lp:].to(dev), **cache_kwargs(model, cache))
         if _keeps_logits(model):
             kw["logits_to_keep"] = k
-        with injecting(model, specs, [e.prompt() for e in encs], offsets, lp) as inj:
+        with injecting(model, specs, [e.prompt() for e in encs], offsets, lp) as inj, around():
             inj.at(lp)
             return hf(**kw).logits[:, -k:-1].float(), inj
 
-    teacher = None
+    teacher, kept = None, []
     if distill:  # the base model's own next-token distributions over the same tokens
         with torch.no_grad(), adapter_off(model):
-            teacher = torch.log_softmax(forward()[0], -1)
-    logits, inj = forward()
+            rec = (lambda: T.recording(model, trunk, kept)) if trunk is not None else nullcontext
+            teacher = torch.log_softmax(forward(rec)[0], -1)
+    # the shared prefix's pass (short) runs in full: the cache's length is read from its first layers
+    logits, inj = forward((lambda: T.replaying(model, trunk, kept)) if kept else nullcontext)
     if stats is not None:
         stats.fired += sum(inj.fired.values())
         stats.rows += g
@@ -146,7 +152,8 @@ def step_loss(model: Any, plan: Plan, cfg: TrainConfig, rows: list[D.Example], *
         sub = [encs[i] for i in idx]
         losses = group_loss(model, sub, [spec_for(rows[i], encs[i], plan, cfg.layer) for i in idx],
                             share_prefix=cfg.share_prefix, stats=stats, name_weight=cfg.name_weight,
-                            distill=name == "replay" and cfg.replay_distill)
+                            distill=name == "replay" and cfg.replay_distill,
+                            trunk=cfg.layer if cfg.share_trunk else None)
         parts.append(losses * cfg.replay_weight if name == "replay" else losses)
         by_kind[name] = float(losses.detach().mean())
     total = torch.cat(parts)

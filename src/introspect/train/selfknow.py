@@ -92,7 +92,7 @@ def step_loss(ctx: Any, cfg: K.SelfKnowConfig, game: list[D.Encoded], rep: list[
     for name, encs in (("game", game), ("replay", rep)):
         if encs:
             losses = group_loss(ctx.model, encs, [None] * len(encs), stats=stats, name_weight=cfg.decision_weight,
-                                distill=name == "replay")
+                                distill=name == "replay", trunk=cfg.layer)
             parts.append(losses)
             by_kind[name] = float(losses.detach().mean())
     total = torch.cat(parts)
