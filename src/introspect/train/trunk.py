@@ -3,13 +3,13 @@
 Why: a replay row's loss needs two passes over the same tokens, the base model's (the teacher,
 adapter off, no gradient) and the adapted model's (the student). LoRA sits only on the blocks
 after layer L, so blocks 0..L compute exactly the same thing in both passes; on the default
-model that is 25 of 30 blocks run twice for nothing. ``recording(model, L)`` keeps what block L
-returned during the teacher's calls; ``replaying(model, L, trunk)`` then makes blocks 0..L hand
-their input straight on and block L return the recorded output, call by call, so the student
-computes only the blocks that differ. Only the call over the rows' own tokens is
-replayed: a shared prefix's cache pass runs in full (HF reads the cache's length from its first
-layer, which a skipped block would leave empty). Exact: the student's blocks after L see the tensors they
-would have computed (``tests/test_train.py`` checks the loss against the two full passes).
+model that is 25 of 30 blocks run twice for nothing. ``recording(model, L, kept)`` keeps what
+block L returned during the teacher's calls; ``replaying(model, L, kept)`` then makes blocks 0..L
+hand their input straight on and block L return the recorded output, call by call, so the student
+computes only the blocks that differ. Only the call over the rows' own tokens is replayed: a
+shared prefix's cache pass runs in full (HF reads the cache's length from its first layer, which
+a skipped block would leave empty). Exact: the student's blocks after L see the tensors they would
+have computed (``tests/test_train.py`` checks losses and gradients against two full passes).
 
 How, without per-architecture code: the bridge's block wrappers call each HF block's module;
 its ``forward`` is swapped on the instance for the call and put back after (hooks of the bridge
