@@ -593,6 +593,57 @@ def test_the_teachers_trunk_shared_with_the_student_is_exact_and_skips_those_blo
     assert [b.original_component.__dict__.get("forward") for b in model.blocks] == before  # the blocks are put back
 
 
+@pytest.mark.parametrize("family", ["llama", "gpt2", "gpt-neox", "falcon"])
+def test_a_shared_prefix_below_the_adapter_runs_once_per_run_and_changes_nothing(tiny_dir, words_file, family):
+    """``train.trunk.Prefixes``: a prefix seen before skips blocks 0..L (its layers 0..L's keys
+    and values written back), and the losses and adapter gradients equal full passes bit for bit,
+    for detection rows (one phrasing: a shared preamble) and distilled replay rows alike."""
+    from introspect.train import trunk as T
+
+    model = load_model(str(tiny_dir(family)))
+    cfg = tiny_cfg(words_file, layer=1, replay_distill=True, replay_frac=0.5)
+    plan = L.prepare(model, cfg)
+    params = lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha)
+    assert lora.first_adapted(model) == cfg.layer + 1
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.05)
+    kw = dict(seed=0, batch_size=8, train=plan.train, phrasings=cfg.phrasings, strength=(2.0, 3.0), n_trials=2,
+              replay_frac=0.5, n_replay=len(plan.replay), mix=cfg.mix)
+    rows = D.step_examples(0, **kw)
+    plain = next(r for r in rows if r.kind == "replay")
+    groups = [([r for r in rows if r.kind != "replay"], False), ([plain, plain], True)]
+    inner = next(iter(model.blocks[0].original_component.children()))  # runs only if block 0 computes
+    prefixes = T.Prefixes(cfg.layer)
+    for detect, distill in groups:
+        encs = [D.encode(model.tokenizer, ex, plan.replay) for ex in detect]
+        specs = [L.spec_for(ex, e, plan, cfg.layer) for ex, e in zip(detect, encs)]
+        out = []
+        for kept in (None, prefixes, prefixes):  # in full; the prefix's first time; seen before
+            calls = {"n": 0}
+            h = inner.register_forward_hook(lambda *_, c=calls: c.__setitem__("n", c["n"] + 1))
+            stats = L.StepStats()
+            loss = L.group_loss(model, encs, specs, distill=distill, stats=stats, trunk=cfg.layer, prefixes=kept)
+            h.remove()
+            loss.sum().backward()
+            out.append((loss.detach(), [p.grad for p in params], calls["n"], stats.fired))
+            model.zero_grad(set_to_none=True)
+        (full, g_full, n_full, f_full), (first, g_first, n_first, _), (again, g_again, n_again, f_again) = out
+        assert float(full.min()) > 1e-6 and any(g is not None for g in g_full)
+        for loss, grads in ((first, g_first), (again, g_again)):
+            assert torch.equal(loss, full), (loss, full)
+            assert [a is None for a in grads] == [b is None for b in g_full]
+            assert all(torch.equal(a, b) for a, b in zip(grads, g_full) if a is not None)
+        assert f_again == f_full  # the rows' injections fired as before
+        # block 0 left out of every prefix pass of a kept prefix: the first time, the replay
+        # student's (its teacher's pass kept it); after that the teacher's too
+        assert (n_full - n_first, n_full - n_again) == ((1, 2) if distill else (0, 1)), (n_full, n_first, n_again)
+    assert (prefixes.misses, prefixes.hits) == (2, 1 + 3)
+    with pytest.raises(T.TrunkError, match="adapter"):  # a prefix trunk through an adapted block: refused
+        L.group_loss(model, encs, specs, distill=True, trunk=cfg.layer, prefixes=T.Prefixes(cfg.layer + 1))
+
+
 def test_a_config_recorded_before_new_fields_is_the_same_config(words_file):
     """An adapter or checkpoint written before a field existed resumes and is recognised: its
     missing fields read as their defaults; a changed value is still another config."""

@@ -43,7 +43,7 @@ class TrainConfig:
     phrasings: tuple[str, ...] = D.PHRASINGS
     checkpoint_every: int = 20
     share_prefix: bool = True
-    share_trunk: bool = True  # replay distillation: blocks 0..layer run once for teacher and student (train.trunk; exact)
+    share_trunk: bool = True  # blocks 0..layer run once for teacher and student, and once per shared prefix (train.trunk; exact)
     words_file: str | None = None
     train_words_file: str | None = None
     mix: tuple[tuple[str, float], ...] = D.DEFAULT_MIX

@@ -61,14 +61,16 @@ def _keeps_logits(model: Any) -> bool:
 
 def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | None], *,
                share_prefix: bool = True, stats: StepStats | None = None, name_weight: float = 1.0,
-               distill: bool = False, trunk: int | None = None) -> torch.Tensor:
+               distill: bool = False, trunk: int | None = None,
+               prefixes: T.Prefixes | None = None) -> torch.Tensor:
     """Mean answer-token cross-entropy per row (a tensor ``[rows]``) under the rows' injections,
     the concept name's tokens weighted ``name_weight`` (rows that name the injected concept).
     ``distill``: instead of the answer's tokens, the base model's whole next-token distribution
     at each answer position is the target (KL from it, adapter switched off for the teacher pass):
     replay rows then keep every probability, not only the greedy token. ``trunk``: the last block
     without an adapter; with ``distill``, blocks 0..trunk run once, for the teacher, and the student
-    starts after them (``train.trunk``: exact, since the adapter only sits after it).
+    starts after them (``train.trunk``: exact, since the adapter only sits after it). ``prefixes``:
+    the shared prefix's blocks below the adapter, kept across steps (``train.trunk.Prefixes``; exact).
 
     Layout per row: ``[shared prefix | left pad | own tokens]``, as the decode loop lays rows
     out; the shared prefix (before every row's first injected position) runs once without
@@ -103,8 +105,9 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
         if lp:
             with torch.no_grad():
                 cache = new_cache(model)
-                hf(input_ids=torch.tensor([first[:lp]], device=dev), attention_mask=mask[:1, :lp].to(dev),
-                   position_ids=pos[:1, :lp].to(dev), **cache_kwargs(model, cache))
+                with prefixes.around(model, tuple(first[:lp]), cache) if prefixes is not None else nullcontext():
+                    hf(input_ids=torch.tensor([first[:lp]], device=dev), attention_mask=mask[:1, :lp].to(dev),
+                       position_ids=pos[:1, :lp].to(dev), **cache_kwargs(model, cache))
                 cache.reorder_cache(torch.zeros(g, dtype=torch.long, device=dev))
         kw: dict[str, Any] = dict(input_ids=ids.to(dev), attention_mask=mask.to(dev),
                                   position_ids=pos[:, lp:].to(dev), **cache_kwargs(model, cache))
@@ -119,7 +122,6 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
         with torch.no_grad(), adapter_off(model):
             rec = (lambda: T.recording(model, trunk, kept)) if trunk is not None else nullcontext
             teacher = torch.log_softmax(forward(rec)[0], -1)
-    # the shared prefix's pass (short) runs in full: the cache's length is read from its first layers
     logits, inj = forward((lambda: T.replaying(model, trunk, kept)) if kept else nullcontext)
     if stats is not None:
         stats.fired += sum(inj.fired.values())
@@ -141,8 +143,10 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
 
 
 def step_loss(model: Any, plan: Plan, cfg: TrainConfig, rows: list[D.Example], *,
-              stats: StepStats | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """Mean per-row loss of one step's rows (groups: the detection rows, the replay rows)."""
+              stats: StepStats | None = None, prefixes: T.Prefixes | None = None
+              ) -> tuple[torch.Tensor, dict[str, float]]:
+    """Mean per-row loss of one step's rows (groups: the detection rows, the replay rows);
+    ``prefixes``: shared prefixes' blocks below the adapter, kept from earlier steps."""
     encs = [D.encode(model.tokenizer, ex, plan.replay) for ex in rows]
     groups: dict[str, list[int]] = {}
     for i, ex in enumerate(rows):
@@ -153,7 +157,7 @@ def step_loss(model: Any, plan: Plan, cfg: TrainConfig, rows: list[D.Example], *
         losses = group_loss(model, sub, [spec_for(rows[i], encs[i], plan, cfg.layer) for i in idx],
                             share_prefix=cfg.share_prefix, stats=stats, name_weight=cfg.name_weight,
                             distill=name == "replay" and cfg.replay_distill,
-                            trunk=cfg.layer if cfg.share_trunk else None)
+                            trunk=cfg.layer if cfg.share_trunk else None, prefixes=prefixes)
         parts.append(losses * cfg.replay_weight if name == "replay" else losses)
         by_kind[name] = float(losses.detach().mean())
     total = torch.cat(parts)
@@ -353,6 +357,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
                                                   "split_layer": cfg.split_at,
                                                   "seed": cfg.seed}, indent=2) + "\n")
     prep_s = time.perf_counter() - t0
+    prefixes = T.Prefixes(cfg.layer) if cfg.share_trunk else None
 
     def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
         rows = D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
@@ -360,7 +365,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
                                replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix,
                                siblings=plan.siblings, questions=plan.questions,
                                replay_steered=cfg.replay_steered)
-        return step_loss(model, plan, cfg, rows, stats=stats)
+        return step_loss(model, plan, cfg, rows, stats=stats, prefixes=prefixes)
 
     steps = run_steps(model, cfg, stats, ckpt, ckpt_path, loss_at=loss_at, progress=progress,
                       saved={"base_fingerprint": base_fp, "replay": [r.to_json() for r in plan.replay],

@@ -90,7 +90,14 @@ def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int
     for n, p in model.original_model.named_parameters():
         p.requires_grad_("lora_" in n)
     model.introspect_lora = cfg
+    model.introspect_lora_from = layer + 1
     return params
+
+
+def first_adapted(model: Any) -> int | None:
+    """The first block carrying a LoRA map that ``attach`` added (None: none attached); recorded
+    once there, so the trunk's guard, asked every step, reads an attribute, not every parameter."""
+    return getattr(model, "introspect_lora_from", None)
 
 
 def attached(model: Any) -> bool:
