@@ -25,9 +25,9 @@ Unless a line says otherwise, every generation makes exactly ``--new-tokens`` to
 - the positive control's training (``experiments.train_aware``): 5 timed steps extrapolated to
   the full run, against its 25-minute budget (target ≤ 1×), with peak resident memory; and its
   preparation with the base model's replay answers read from the replay cache vs generated
-  and, on the default model, the documented recipe of docs/positive-control.md (layer 24) with its
-  replay rows' trunk run once vs twice (``train.trunk``), and its two-turn recipe, run F (10 steps
-  timed each)
+  and, on the default model, the documented recipe of docs/positive-control.md (layer 24) with the
+  blocks below its adapter shared vs run in full (``train.trunk``: the replay rows' teacher and
+  student, and shared prefixes across steps), and its two-turn recipe, run F (10 steps timed each)
   (``--train-only``: these rows alone; ``--recipe-only``: the recipe's rows alone)
 """
 
@@ -402,9 +402,9 @@ def bench_training(rows: list, model_name: str) -> None:
 
 def bench_recipe(rows: list, model_name: str) -> None:
     """The documented recipe (docs/positive-control.md's first command: layer 24, split judged at
-    20, 400 steps, replay weight 8) timed over the same 10 steps twice, its replay rows' trunk
-    (blocks 0..24) run once for teacher and student (``train.trunk``, the default) and run twice,
-    in one run; then the two-turn recipe (run F there). The replay answers come from the user's
+    20, 400 steps, replay weight 8) timed over the same 10 steps twice, the blocks below its adapter
+    (0..24) shared (``train.trunk``, the default: the replay rows' teacher and student, and each
+    shared prefix across steps) and run in full every time, in one run; then the two-turn recipe (run F there). The replay answers come from the user's
     replay cache (generated there on a first run)."""
     from introspect.train.check import training_budget
     from introspect.train.data import DEFAULT_MIX, TWO_TURN
@@ -416,7 +416,7 @@ def bench_recipe(rows: list, model_name: str) -> None:
                  f"{on['full_run_min']:.1f} min est. for {on['full_steps']} steps at layer {on['layer']} "
                  f"({on['step_s']:.2f} s/step wall over {on['steps_timed']} steps, prepare {on['prepare_s']:.0f} s, "
                  f"replay {'cached' if on['replay_from_cache'] else 'generated'}) (target ≤ 1×)"))
-    rows.append(("recipe step: trunk shared / teacher and student in full", on["step_s"] / off["step_s"],
+    rows.append(("recipe step: trunk shared / run in full", on["step_s"] / off["step_s"],
                  f"{on['step_s']:.2f} s vs {off['step_s']:.2f} s a step over the same {on['steps_timed']} steps "
                  f"(CPU {on['step_cpu_s']:.2f} s vs {off['step_cpu_s']:.2f} s); without it the full run is "
                  f"{off['full_run_min']:.1f} min = {off['full_run_min'] / 25:.2f}× the budget"))

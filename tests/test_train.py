@@ -134,14 +134,24 @@ def test_save_load_identical_logits_and_own_identity(trained, tiny_dir):
     assert all(".layers.2." in t or ".layers.3." in t for t in cfg["target_modules"])
 
 
-def test_gradients_reach_the_adapter_and_nothing_else(tiny_dir, words_file):
-    model = load_model(str(tiny_dir("llama")))
+@pytest.mark.parametrize("family", ["llama", "gpt2", "gpt-neox", pytest.param("falcon", marks=pytest.mark.xfail(
+    strict=True, reason="the bridge computes Falcon's attention through q/k/v maps it splits off query_key_value: "
+    "the adapter there is live but a plain Falcon has no such modules to load it on"))])
+def test_gradients_reach_the_adapter_and_nothing_else(tiny_dir, words_file, tmp_path, family):
+    """Every LoRA map gets a gradient (none sits on a module the HF forward never calls, such as
+    the bridge's split GPT-2 attention), nothing else does, and the saved adapter loads with peft
+    on the plain HF model."""
+    import transformers
+    from peft import PeftModel
+
+    model = load_model(str(tiny_dir(family)))
     cfg = tiny_cfg(words_file, steps=1)
     plan = L.prepare(model, cfg)
     params = lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha)
     names = {n for n, p in model.named_parameters() if p.requires_grad}
     assert names and all("lora_" in n for n in names) and len(params) == len(names)
-    assert all(".layers.2." in n or ".layers.3." in n for n in names)  # only blocks after layer 1
+    after = {id(p) for i in (2, 3) for p in model.blocks[i].parameters()}
+    assert all(id(p) in after for p in params)  # only blocks after layer 1
     with torch.no_grad():  # B starts at 0 (no gradient reaches A yet): nudge it to see both
         for n, p in model.named_parameters():
             if "lora_B" in n:
@@ -156,6 +166,10 @@ def test_gradients_reach_the_adapter_and_nothing_else(tiny_dir, words_file):
             assert p.grad is not None and float(p.grad.abs().sum()) > 0, n
         else:
             assert p.grad is None, n
+    lora.save_adapter(model, tmp_path, layer=cfg.layer, meta={})
+    plain = transformers.AutoModelForCausalLM.from_pretrained(tiny_dir(family))
+    loaded = PeftModel.from_pretrained(plain, tmp_path)  # every target is a module of the plain model
+    assert sum("lora_" in n for n, _ in loaded.named_parameters()) == len(params)
 
 
 def test_shared_prefix_pass_is_exact(tiny_dir, words_file):

@@ -42,19 +42,57 @@ def hf_name(bridge_name: str) -> str:
     return bridge_name.replace(BRIDGE_SEG, "")
 
 
+def _called(model: Any, mods: dict[str, torch.nn.Module]) -> set[str]:
+    """Which of ``mods`` the HF model's own forward calls (one two-token pass, hooks counting)."""
+    ran: set[str] = set()
+    hooks = [m.register_forward_hook(lambda *_, n=n: ran.add(n)) for n, m in mods.items()]
+    try:
+        with torch.no_grad():
+            model.original_model(input_ids=torch.zeros((1, 2), dtype=torch.long, device=model.cfg.device))
+    finally:
+        for h in hooks:
+            h.remove()
+    return ran
+
+
+def _hf_paths(hf: torch.nn.Module) -> dict[int, str]:
+    """Each module's name as the HF model itself names it. The bridge holds some modules twice
+    (GPT-2's ``attn.c_proj`` is also its ``attn.o``, ``c_attn`` also ``qkv``); an adapter must sit,
+    and be saved, under the path whose steps are HF modules' own attributes, not the bridge's
+    (those names do not exist in a plain HF model)."""
+    mods = dict(hf.named_modules(remove_duplicate=False))
+
+    def bridge_steps(name: str) -> int:  # steps into a bridge wrapper's own children (it wraps its HF module)
+        parts = name.split(".")
+        return sum(BRIDGE_SEG[1:] in (mods[".".join(parts[:k])] if k else hf)._modules
+                   for k, part in enumerate(parts) if part != BRIDGE_SEG[1:])
+
+    out: dict[int, str] = {}
+    for name, mod in mods.items():
+        if name and (id(mod) not in out or bridge_steps(name) < bridge_steps(out[id(mod)])):
+            out[id(mod)] = name
+    return out
+
+
 def target_modules(model: Any, layers: Iterable[int]) -> list[str]:
-    """Names (inside ``model.original_model``) of every linear map of the given blocks (before
-    any adapter is attached: attaching wraps them)."""
+    """Names (inside ``model.original_model``) of every linear map of the given blocks that the
+    HF forward calls (before any adapter is attached: attaching wraps them).
+
+    Why only those: the bridge adds linear maps of its own for its hook names (GPT-2's fused
+    ``c_attn`` also appears split as ``attn.q/k/v/o``) that the HF forward never calls; an adapter
+    there would get no gradient, and be saved under names a plain HF model lacks."""
     hf = model.original_model
-    names = {id(m): n for n, m in hf.named_modules()}
-    out = []
+    names = _hf_paths(hf)
+    found: dict[str, torch.nn.Module] = {}
     for layer in layers:
         for _, mod in model.blocks[int(layer)].named_modules():
             if isinstance(mod, _linear_types()) and id(mod) in names:
-                out.append(names[id(mod)])
+                found[names[id(mod)]] = mod
+    ran = _called(model, found) if found else set()
+    out = sorted(n for n in found if n in ran)
     if not out:
-        raise AdapterError(f"found no linear layers to adapt in blocks {list(layers)}")
-    return sorted(dict.fromkeys(out))
+        raise AdapterError(f"found no linear layers that the model's forward calls in blocks {list(layers)}")
+    return out
 
 
 def lora_config(model: Any, layer: int, rank: int, alpha: float) -> Any:
@@ -83,9 +121,20 @@ def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int
     for p in model.parameters():
         p.requires_grad_(False)
     cfg = lora_config(model, layer, rank, alpha)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        inject_adapter_in_model(cfg, model.original_model)
+    hf = model.original_model
+    paths = _hf_paths(hf)
+    order = [(paths.get(id(m), n), m) for n, m in hf.named_modules()]
+
+    def named_modules(*args: Any, **kwargs: Any) -> Any:  # peft finds and replaces modules by these names
+        return iter(order) if not (args or kwargs) else type(hf).named_modules(hf, *args, **kwargs)
+
+    hf.named_modules = named_modules  # each module under its HF path, not a bridge alias (``_hf_paths``)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            inject_adapter_in_model(cfg, hf)
+    finally:
+        del hf.named_modules
     params = [p for n, p in model.original_model.named_parameters() if "lora_" in n]
     for n, p in model.original_model.named_parameters():
         p.requires_grad_("lora_" in n)
