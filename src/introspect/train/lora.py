@@ -67,22 +67,24 @@ def _hf_paths(hf: torch.nn.Module) -> dict[int, str]:
         return sum(BRIDGE_SEG[1:] in (mods[".".join(parts[:k])] if k else hf)._modules
                    for k, part in enumerate(parts) if part != BRIDGE_SEG[1:])
 
-    out: dict[int, str] = {}
+    best: dict[int, tuple[int, str]] = {}  # module -> (bridge steps, name): the first of the fewest
     for name, mod in mods.items():
-        if name and (id(mod) not in out or bridge_steps(name) < bridge_steps(out[id(mod)])):
-            out[id(mod)] = name
-    return out
+        score = bridge_steps(name) if name else 0
+        if name and (id(mod) not in best or score < best[id(mod)][0]):
+            best[id(mod)] = (score, name)
+    return {k: n for k, (_, n) in best.items()}
 
 
-def target_modules(model: Any, layers: Iterable[int]) -> list[str]:
+def target_modules(model: Any, layers: Iterable[int], paths: dict[int, str] | None = None) -> list[str]:
     """Names (inside ``model.original_model``) of every linear map of the given blocks that the
     HF forward calls (before any adapter is attached: attaching wraps them).
 
     Why only those: the bridge adds linear maps of its own for its hook names (GPT-2's fused
     ``c_attn`` also appears split as ``attn.q/k/v/o``) that the HF forward never calls; an adapter
-    there would get no gradient, and be saved under names a plain HF model lacks."""
+    there would get no gradient, and be saved under names a plain HF model lacks. ``paths``:
+    ``_hf_paths`` of the HF model when the caller has it already."""
     hf = model.original_model
-    names = _hf_paths(hf)
+    names = paths if paths is not None else _hf_paths(hf)
     found: dict[str, torch.nn.Module] = {}
     for layer in layers:
         for _, mod in model.blocks[int(layer)].named_modules():
@@ -95,7 +97,7 @@ def target_modules(model: Any, layers: Iterable[int]) -> list[str]:
     return out
 
 
-def lora_config(model: Any, layer: int, rank: int, alpha: float) -> Any:
+def lora_config(model: Any, layer: int, rank: int, alpha: float, paths: dict[int, str] | None = None) -> Any:
     """The peft LoraConfig for every linear map of the blocks after ``layer``."""
     from peft import LoraConfig
     from transformers.pytorch_utils import Conv1D
@@ -103,7 +105,7 @@ def lora_config(model: Any, layer: int, rank: int, alpha: float) -> Any:
     n = int(model.cfg.n_layers)
     if not 0 <= layer < n - 1:
         raise AdapterError(f"layer {layer} leaves no block after it to adapt; this model has layers 0..{n - 1}")
-    names = target_modules(model, range(layer + 1, n))
+    names = target_modules(model, range(layer + 1, n), paths)
     conv = any(isinstance(model.original_model.get_submodule(t), Conv1D) for t in names)
     return LoraConfig(r=int(rank), lora_alpha=float(alpha), lora_dropout=0.0, bias="none",
                       target_modules=names,
@@ -120,9 +122,9 @@ def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int
 
     for p in model.parameters():
         p.requires_grad_(False)
-    cfg = lora_config(model, layer, rank, alpha)
     hf = model.original_model
-    paths = _hf_paths(hf)
+    paths = _hf_paths(hf)  # once: the targets' names and peft's view of the model both read it
+    cfg = lora_config(model, layer, rank, alpha, paths)
     order = [(paths.get(id(m), n), m) for n, m in hf.named_modules()]
 
     def named_modules(*args: Any, **kwargs: Any) -> Any:  # peft finds and replaces modules by these names
