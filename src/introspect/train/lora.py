@@ -25,10 +25,12 @@ from introspect.engine.load.adapters import (  # noqa: F401  (the adapter's file
     PEFT_PREFIX,
     WEIGHTS_FILE,
     AdapterError,
+    hash_config,
     read_adapter,
     state_hash,
 )
 from introspect.records.atomic import atomic_write, atomic_write_text
+from introspect.train import fused as F
 
 BRIDGE_SEG = "._original_component"  # how the bridge nests each wrapped HF module
 def _linear_types() -> tuple[type, ...]:
@@ -60,6 +62,12 @@ def _hf_paths(hf: torch.nn.Module) -> dict[int, str]:
     (GPT-2's ``attn.c_proj`` is also its ``attn.o``, ``c_attn`` also ``qkv``); an adapter must sit,
     and be saved, under the path whose steps are HF modules' own attributes, not the bridge's
     (those names do not exist in a plain HF model)."""
+    return {k: n for k, (_, n) in _scored_paths(hf).items()}
+
+
+def _scored_paths(hf: torch.nn.Module) -> dict[int, tuple[int, str]]:
+    """module id -> (steps into a bridge wrapper's own children, the first name with the fewest).
+    Zero steps: a module a plain HF model has under that name; more: one only the bridge has."""
     mods = dict(hf.named_modules(remove_duplicate=False))
 
     def bridge_steps(name: str) -> int:  # steps into a bridge wrapper's own children (it wraps its HF module)
@@ -67,12 +75,30 @@ def _hf_paths(hf: torch.nn.Module) -> dict[int, str]:
         return sum(BRIDGE_SEG[1:] in (mods[".".join(parts[:k])] if k else hf)._modules
                    for k, part in enumerate(parts) if part != BRIDGE_SEG[1:])
 
-    best: dict[int, tuple[int, str]] = {}  # module -> (bridge steps, name): the first of the fewest
+    best: dict[int, tuple[int, str]] = {}
     for name, mod in mods.items():
         score = bridge_steps(name) if name else 0
         if name and (id(mod) not in best or score < best[id(mod)][0]):
             best[id(mod)] = (score, name)
-    return {k: n for k, (_, n) in best.items()}
+    return best
+
+
+def fused_groups(model: Any, targets: list[str]) -> tuple[dict[str, tuple[F.Part, ...]], dict[str, int]]:
+    """The targets only the bridge has (Falcon's split ``q/k/v``), grouped by the fused HF map
+    each is a piece of (saved names), and each fused map's output size; empty for most models.
+    Read before peft wraps the targets."""
+    hf = model.original_model
+    scored = _scored_paths(hf)
+    linear = {n: m for n, m in hf.named_modules(remove_duplicate=False) if isinstance(m, _linear_types())}
+    by_name = {n: scored[id(m)] for n, m in linear.items()}
+    split = {hf_name(t): linear[t] for t in targets if by_name[t][0] > 0}
+    if not split:
+        return {}, {}
+    blocks = {t.split(BRIDGE_SEG)[0] for t in targets if by_name[t][0] > 0}
+    native = {hf_name(n): m for n, m in linear.items() if by_name[n][0] == 0 and by_name[n][1] == n
+              and n not in targets and n.split(BRIDGE_SEG)[0] in blocks}
+    groups = F.find_sources(split, native)
+    return groups, {c: int(F.out_by_in(native[c]).shape[0]) for c in groups}
 
 
 def target_modules(model: Any, layers: Iterable[int], paths: dict[int, str] | None = None) -> list[str]:
@@ -125,6 +151,7 @@ def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int
     hf = model.original_model
     paths = _hf_paths(hf)  # once: the targets' names and peft's view of the model both read it
     cfg = lora_config(model, layer, rank, alpha, paths)
+    groups, out_rows = fused_groups(model, sorted(cfg.target_modules))  # saved on the HF map they split
     order = [(paths.get(id(m), n), m) for n, m in hf.named_modules()]
 
     def named_modules(*args: Any, **kwargs: Any) -> Any:  # peft finds and replaces modules by these names
@@ -142,6 +169,7 @@ def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int
         p.requires_grad_("lora_" in n)
     model.introspect_lora = cfg
     model.introspect_lora_from = layer + 1
+    model.introspect_lora_fused = (groups, out_rows)
     return params
 
 
@@ -156,22 +184,35 @@ def attached(model: Any) -> bool:
     return any("lora_" in n for n, _ in model.original_model.named_parameters())
 
 
+def _lora_params(model: Any) -> dict[str, torch.nn.Parameter]:
+    """The adapter's parameters by their saved names: the module's HF path (``_hf_paths``), not
+    the first name ``named_parameters`` meets (GPT-2's ``c_attn`` is first met as the bridge's
+    ``attn.qkv``, a name a plain GPT-2 lacks: saved so, its weights would not load)."""
+    hf = model.original_model
+    paths = _hf_paths(hf)
+    out: dict[str, torch.nn.Parameter] = {}
+    for name, mod in hf.named_modules():
+        for pname, p in mod.named_parameters(prefix=hf_name(paths.get(id(mod), name)), recurse=False):
+            if "lora_" in pname:
+                out[PEFT_PREFIX + hf_name(pname).replace(".default.", ".")] = p
+    return out
+
+
 def adapter_state(model: Any) -> dict[str, torch.Tensor]:
-    """The adapter's tensors under peft's saved names for the plain HF model."""
-    out = {}
-    for name, p in model.original_model.named_parameters():
-        if "lora_" in name:
-            key = hf_name(name).replace(".default.", ".")
-            out[PEFT_PREFIX + key] = p.detach().to("cpu", torch.float32).contiguous().clone()
+    """The adapter's tensors under peft's saved names for the plain HF model (maps only the bridge
+    has saved as one LoRA on the HF map they split: ``train.fused``)."""
+    out = {k: p.detach().to("cpu", torch.float32).contiguous().clone() for k, p in _lora_params(model).items()}
     if not out:
         raise AdapterError("this model carries no LoRA adapter (attach one first)")
-    return out
+    groups, out_rows = getattr(model, "introspect_lora_fused", ({}, {}))
+    return F.fuse(out, groups, out_rows, PEFT_PREFIX) if groups else out
 
 
 def load_adapter_state(model: Any, state: dict[str, torch.Tensor]) -> None:
     """Copy saved adapter tensors into an attached adapter (checkpoint resume)."""
-    params = {PEFT_PREFIX + hf_name(n).replace(".default.", "."): p
-              for n, p in model.original_model.named_parameters() if "lora_" in n}
+    params = _lora_params(model)
+    groups, _ = getattr(model, "introspect_lora_fused", ({}, {}))
+    state = F.unfuse(state, groups, PEFT_PREFIX) if groups else state
     if set(params) != set(state):
         raise AdapterError("checkpoint adapter does not match this model's adapter layout")
     with torch.no_grad():
@@ -179,9 +220,20 @@ def load_adapter_state(model: Any, state: dict[str, torch.Tensor]) -> None:
             p.copy_(state[k].to(p.dtype))
 
 
-def _hash_config(cfg: Any) -> dict[str, Any]:
-    return {"r": cfg.r, "lora_alpha": cfg.lora_alpha, "target_modules": sorted(cfg.target_modules),
-            "fan_in_fan_out": bool(cfg.fan_in_fan_out)}
+def hf_config(model: Any, base: str) -> Any:
+    """The peft config a plain HF model loads the adapter with: HF names, and each fused map
+    (``train.fused``) in place of its parts at parts × the rank and alpha (the same scaling)."""
+    import copy
+
+    cfg = model.introspect_lora  # set by attach (its targets carry the bridge's nesting)
+    groups, _ = getattr(model, "introspect_lora_fused", ({}, {}))
+    parts = {p.name for ps in groups.values() for p in ps}
+    out = copy.deepcopy(cfg)
+    out.target_modules = sorted({hf_name(t) for t in cfg.target_modules} - parts | set(groups))
+    out.rank_pattern = {c: int(cfg.r) * len(ps) for c, ps in sorted(groups.items())}
+    out.alpha_pattern = {c: float(cfg.lora_alpha) * len(ps) for c, ps in sorted(groups.items())}
+    out.base_model_name_or_path = base
+    return out
 
 
 def save_adapter(model: Any, out: Path | str, *, layer: int, meta: dict[str, Any]) -> str:
@@ -195,18 +247,14 @@ def save_adapter(model: Any, out: Path | str, *, layer: int, meta: dict[str, Any
     from safetensors.torch import save_file
 
     out = Path(out)
-    import copy
-
-    cfg = model.introspect_lora  # set by attach (its targets carry the bridge's nesting)
-    hf_cfg = copy.deepcopy(cfg)
-    hf_cfg.target_modules = sorted(hf_name(t) for t in cfg.target_modules)
-    hf_cfg.base_model_name_or_path = str(meta.get("base_model", ""))
+    cfg = model.introspect_lora
+    hf_cfg = hf_config(model, str(meta.get("base_model", "")))
     state = adapter_state(model)
-    digest = state_hash(state, _hash_config(hf_cfg))
+    config = json.dumps(hf_cfg.to_dict(), indent=2, sort_keys=True, default=list)
+    digest = state_hash(state, hash_config(json.loads(config)))
     out.mkdir(parents=True, exist_ok=True)
     (out / META_FILE).unlink(missing_ok=True)
     atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(state, tmp))
-    config = json.dumps(hf_cfg.to_dict(), indent=2, sort_keys=True, default=list)
     atomic_write_text(out / CONFIG_FILE, config)
     body = json.dumps({**meta, "adapter_hash": digest, "layer": int(layer), "rank": int(cfg.r),
                        "lora_alpha": float(cfg.lora_alpha)}, indent=2, sort_keys=True)

@@ -39,6 +39,19 @@ def state_hash(state: dict[str, torch.Tensor], config: dict[str, Any]) -> str:
 
 
 
+def hash_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The LoRA settings an adapter's hash covers (a peft config as a dict). Per-module ranks
+    (``rank_pattern``, ``alpha_pattern``: a fused map's adapter, ``train.fused``) count only when
+    set, so adapters without them keep the hashes they always had."""
+    out = {"r": config.get("r"), "lora_alpha": config.get("lora_alpha"),
+           "target_modules": sorted(config.get("target_modules") or []),
+           "fan_in_fan_out": bool(config.get("fan_in_fan_out"))}
+    for key in ("rank_pattern", "alpha_pattern"):
+        if config.get(key):
+            out[key] = dict(sorted(config[key].items()))
+    return out
+
+
 def read_adapter(path: Path | str) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]]:
     """(metadata, tensors, peft config dict) of an adapter directory, its hash checked."""
     from safetensors.torch import load_file
@@ -55,9 +68,7 @@ def read_adapter(path: Path | str) -> tuple[dict[str, Any], dict[str, torch.Tens
     except (OSError, ValueError) as e:
         raise AdapterError(f"{d}: unreadable adapter ({' '.join(str(e).split())[:120]})") from e
     want = meta.get("adapter_hash")
-    got = state_hash(state, {"r": config.get("r"), "lora_alpha": config.get("lora_alpha"),
-                             "target_modules": sorted(config.get("target_modules") or []),
-                             "fan_in_fan_out": bool(config.get("fan_in_fan_out"))})
+    got = state_hash(state, hash_config(config))
     if want != got:
         raise AdapterError(f"{d}: adapter weights do not match their recorded hash ({want} vs {got})")
     return meta, state, config
