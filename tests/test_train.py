@@ -376,6 +376,20 @@ def test_adapter_refused_when_tampered_or_for_other_weights(trained, tiny_dir, t
         load_model(str(tiny_dir("llama")), adapter=bad)
     with pytest.raises(ModelError, match="not an adapter directory"):
         load_model(str(tiny_dir("llama")), adapter=tmp_path / "nowhere")
+    # an adapter whose hash holds but one tensor names a module this model lacks (as GPT-2
+    # adapters saved under the bridge's `attn.qkv` did): peft would leave that LoRA at zero
+    from safetensors.torch import load_file, save_file
+
+    old = tmp_path / "old"
+    shutil.copytree(trained["out"], old)
+    state = load_file(str(old / lora.WEIGHTS_FILE))
+    key = next(k for k in sorted(state) if ".q_proj.lora_A." in k)
+    state[key.replace(".q_proj.", ".q.")] = state.pop(key)
+    save_file(state, str(old / lora.WEIGHTS_FILE))
+    config = json.loads((old / lora.CONFIG_FILE).read_text())
+    (old / lora.META_FILE).write_text(json.dumps({**meta, "adapter_hash": lora.state_hash(state, lora.hash_config(config))}))
+    with pytest.raises(ModelError, match=r"1 of its tensors name modules this model lacks \(e.g. .*\.q\.lora_A"):
+        load_model(str(tiny_dir("llama")), adapter=old)
 
 
 def test_split_holds_out_every_target_and_training_list_is_clean():

@@ -108,7 +108,7 @@ def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: st
     from peft import PeftModel
 
     scale = check_scale(scale)
-    meta, _, _ = read_adapter(path)
+    meta, state, _ = read_adapter(path)
     if meta.get("base_fingerprint") != base_fingerprint:
         raise AdapterError(f"adapter {path} was trained on {meta.get('base_model')!r} "
                            f"(fingerprint {meta.get('base_fingerprint')}), not on this model ({base_fingerprint})")
@@ -116,6 +116,12 @@ def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: st
         peft_model = PeftModel.from_pretrained(hf_model, str(Path(path).expanduser()))
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         raise AdapterError(f"cannot apply adapter {path}: {' '.join(str(e).split())[:160]}") from e
+    placed = {n.replace(".default.", ".") for n, _ in peft_model.named_parameters() if "lora_" in n}
+    lost = sorted(set(state) - placed)
+    if lost:  # peft only warns, and the module's LoRA stays at its zero start: a silently partial adapter
+        raise AdapterError(f"adapter {path}: {len(lost)} of its tensors name modules this model lacks (e.g. "
+                           f"{lost[0]}); adapters saved for GPT-2-style models before 2026-12-01 used the "
+                           "bridge's names: retrain it")
     if scale != 1:
         scale_lora(peft_model, scale)
         meta = {**meta, "scale": scale}
