@@ -104,8 +104,8 @@ def prepare(model: Any, cfg: TrainConfig, *,
     prompts = [D.render(model.tokenizer, D.detection_conv(p, 1)) for p in cfg.phrasings]
     spans = [D.injected_span(pr) for pr in prompts]  # the injected positions (two_turn: turn 1)
     where = [list(range(a, len(pr) if b is None else b)) for (a, b), pr in zip(spans, prompts)]
-    # Twice, the second kept: on MKL this first batched pass of a process came out other in its
-    # last digits in 11 of 45 fresh processes, the pass repeated at once never did (docs/decoding.md,
+    # Twice, the second kept: on MKL this first batched pass of a process came out different in
+    # its last digits in 11 of 45 fresh processes, the pass repeated at once never did (docs/decoding.md,
     # "Across processes"); the norms set every injection's strength, so the adapter's hash with them.
     residuals(model, prompts, [cfg.layer], positions=where)
     acts = residuals(model, prompts, [cfg.layer], positions=where)

@@ -120,7 +120,7 @@ def merge_into(hf_model: torch.nn.Module, path: Path | str, base_fingerprint: st
     lost = sorted(set(state) - placed)
     if lost:  # peft only warns, and the module's LoRA stays at its zero start: a silently partial adapter
         raise AdapterError(f"adapter {path}: {len(lost)} of its tensors name modules this model lacks (e.g. "
-                           f"{lost[0]}); adapters saved for GPT-2-style models before 2026-12-01 used the "
+                           f"{lost[0]}); GPT-2-style adapters saved by earlier versions of introspect used the "
                            "bridge's names: retrain it")
     if scale != 1:
         scale_lora(peft_model, scale)
