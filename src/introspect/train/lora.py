@@ -83,12 +83,14 @@ def _scored_paths(hf: torch.nn.Module) -> dict[int, tuple[int, str]]:
     return best
 
 
-def fused_groups(model: Any, targets: list[str]) -> tuple[dict[str, tuple[F.Part, ...]], dict[str, int]]:
+def fused_groups(model: Any, targets: list[str], scored: dict[int, tuple[int, str]] | None = None,
+                 ) -> tuple[dict[str, tuple[F.Part, ...]], dict[str, int]]:
     """The targets only the bridge has (Falcon's split ``q/k/v``), grouped by the fused HF map
     each is a piece of (saved names), and each fused map's output size; empty for most models.
-    Read before peft wraps the targets."""
+    Read before peft wraps the targets. ``scored``: ``_scored_paths`` of the HF model when the
+    caller has it already."""
     hf = model.original_model
-    scored = _scored_paths(hf)
+    scored = scored if scored is not None else _scored_paths(hf)
     linear = {n: m for n, m in hf.named_modules(remove_duplicate=False) if isinstance(m, _linear_types())}
     by_name = {n: scored[id(m)] for n, m in linear.items()}
     split = {hf_name(t): linear[t] for t in targets if by_name[t][0] > 0}
@@ -149,9 +151,10 @@ def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int
     for p in model.parameters():
         p.requires_grad_(False)
     hf = model.original_model
-    paths = _hf_paths(hf)  # once: the targets' names and peft's view of the model both read it
+    scored = _scored_paths(hf)  # one walk: the targets' names, the fused groups and peft's view read it
+    paths = {k: n for k, (_, n) in scored.items()}
     cfg = lora_config(model, layer, rank, alpha, paths)
-    groups, out_rows = fused_groups(model, sorted(cfg.target_modules))  # saved on the HF map they split
+    groups, out_rows = fused_groups(model, sorted(cfg.target_modules), scored)  # saved on the HF map they split
     order = [(paths.get(id(m), n), m) for n, m in hf.named_modules()]
 
     def named_modules(*args: Any, **kwargs: Any) -> Any:  # peft finds and replaces modules by these names
