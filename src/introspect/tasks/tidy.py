@@ -28,6 +28,7 @@ from introspect.stats import clustered as C
 
 KEYS = ["model_id", "task", "layer_idx", "alpha", "alpha_units", "variant"]
 CELL = ["layer_idx", "alpha", "alpha_units"]
+EFFECT_P = 0.05  # the level of every claim: Holm's for the headline family, a gate's test (``clears``)
 SUMMARY_COLUMNS = KEYS + ["metric", "condition", "value", "lo", "hi", "n", "n_clusters", "ci",
                           "p", "p_min", "p_holm", "note"]
 # An injected/ablation record and the control record with the same match key saw the identical

@@ -23,6 +23,7 @@ import pandas as pd
 from introspect.stats import clustered as C
 from introspect.tasks.tidy import (
     CELL,
+    EFFECT_P,
     clears,
     col,
     est_row,
@@ -38,8 +39,7 @@ from introspect.tasks.tidy import (
 STEER_NATS = 1.0
 RULE = ("a cell steers when the concept's word forms gain more log-prob at the first answer step "
         "than under a random direction of the same norm (mean over concepts, 95% interval above 0 and "
-        "sign-flip p < 0.05)")
-STEER_P = 0.05  # the precondition asks its test as well as its interval, as the verdict's gates do
+        f"sign-flip p < {EFFECT_P:g})")
 TABLE_COLUMNS = ["model_id", "word", *CELL, "lp_steer", "lp_random", "lp_control", "lp_rise",
                  "lp_rise_vs_random", "mention_steer", "mention_random", "mention_control", "n",
                  "steers"]
@@ -143,9 +143,10 @@ def summarize_steering(df: pd.DataFrame, table: pd.DataFrame) -> list[dict[str, 
 
 
 def steering_cells(rows: list[dict[str, Any]], model: str) -> set[tuple]:
-    """The (layer, α, units) cells of a model that steer (``RULE``): the one place that rule is asked."""
+    """The (layer, α, units) cells of a model that steer (``RULE``): the one place that rule is asked,
+    by its test as well as its interval, as the verdict's gates are."""
     return {tuple(r[k] for k in CELL) for r in rows
-            if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and clears(r, STEER_P)}
+            if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and clears(r, EFFECT_P)}
 
 
 def cell_steers(rows: list[dict[str, Any]], model: str, cell: dict[str, Any]) -> bool:

@@ -38,10 +38,9 @@ import numpy as np
 from introspect.stats import clustered as C
 from introspect.stats.holm import holm_interval
 from introspect.tasks.injection.metrics_steer import RULE, cell_steers, steering_cells
-from introspect.tasks.tidy import CELL, clears, row, row_p
+from introspect.tasks.tidy import CELL, EFFECT_P, clears, row, row_p
 
 HEADLINE = {"net", "identification_vs_random", "introspection_score", "latent_identification_vs_random"}
-EFFECT_P = 0.05  # Holm level of every claim
 IDENTICAL = 0.95  # share of injected answers equal to their matched control that means "untouched"
 VERDICTS = {1.0: "detected", 0.0: "inconclusive", -1.0: "no measurable effect"}  # tasks B, C
 A_VERDICTS = {1.0: "detected and identified", 0.875: "detected, identified latently (not in words)",
