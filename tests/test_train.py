@@ -187,8 +187,14 @@ def test_gradients_reach_the_adapter_and_nothing_else(tiny_dir, words_file, tmp_
     with torch.no_grad():
         for p in params:
             p.zero_()
-    lora.load_adapter_state(model, lora.read_adapter(tmp_path)[1])  # a resume: the saved form back to the parts
+    state = lora.read_adapter(tmp_path)[1]
+    lora.load_adapter_state(model, state)  # a resume: the saved form back to the parts
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters() if "lora_" in n)
+    key = sorted(k for k in state if not any(g in k for g in groups))[-1]  # saved under a name this
+    # model's adapter lacks, as earlier versions saved GPT-2's c_attn (under the bridge's attn.qkv)
+    renamed = {k.replace(".lora_", ".alias.lora_") if k == key else k: v for k, v in state.items()}
+    with pytest.raises(lora.AdapterError, match=r"\(1 missing, e\.g\. .*; 1 unexpected, e\.g\. .*alias"):
+        lora.load_adapter_state(model, renamed)
 
 
 def test_shared_prefix_pass_is_exact(tiny_dir, words_file):

@@ -269,8 +269,9 @@ def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | Non
               loss_at: Callable[[int], tuple[torch.Tensor, dict[str, float]]], saved: dict[str, Any],
               progress: bool = True) -> Steps:
     """Attach the LoRA (restored from ``ckpt``) and run steps up to ``cfg.steps``: ``lr_at``'s
-    schedule, clipped AdamW, a log line per step, an atomic checkpoint every ``checkpoint_every``
-    steps holding ``saved`` beside the adapter, optimiser, log and config; the log is written last.
+    schedule, clipped AdamW, a log line per step (losses, wall seconds: a step's cost varies with
+    its rows), an atomic checkpoint every ``checkpoint_every`` steps holding ``saved`` beside the
+    adapter, optimiser, log and config; the log is written last.
 
     Why shared: the detection and self-knowledge adapters differ in their rows and loss
     (``loss_at(step)``), not in how a step is taken, saved or resumed.
@@ -290,13 +291,15 @@ def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | Non
     for step in range(start, cfg.steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(cfg, step)
+        t_step = time.perf_counter()
         loss, parts = loss_at(step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         stats.log.append({"step": step + 1, "loss": round(loss.item(), 5),
-                          **{f"loss_{k}": round(v, 5) for k, v in parts.items()}})
+                          **{f"loss_{k}": round(v, 5) for k, v in parts.items()},
+                          "seconds": round(time.perf_counter() - t_step, 3)})
         bar.set_postfix(loss=f"{stats.log[-1]['loss']:.3f}", refresh=False)
         bar.update(1)
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:

@@ -217,7 +217,12 @@ def load_adapter_state(model: Any, state: dict[str, torch.Tensor]) -> None:
     groups, _ = getattr(model, "introspect_lora_fused", ({}, {}))
     state = F.unfuse(state, groups, PEFT_PREFIX) if groups else state
     if set(params) != set(state):
-        raise AdapterError("checkpoint adapter does not match this model's adapter layout")
+        missing, extra = sorted(set(params) - set(state)), sorted(set(state) - set(params))
+        raise AdapterError(
+            f"the checkpoint's adapter tensors do not match this model's adapter ({len(missing)} missing"
+            + (f", e.g. {missing[0]}" if missing else "") + f"; {len(extra)} unexpected"
+            + (f", e.g. {extra[0]}" if extra else "") + "): saved for another model or by an earlier "
+            "version under a bridge alias; train into a new --out")
     with torch.no_grad():
         for k, p in params.items():
             p.copy_(state[k].to(p.dtype))
