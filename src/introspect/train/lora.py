@@ -57,12 +57,13 @@ def _called(model: Any, mods: dict[str, torch.nn.Module]) -> set[str]:
     return ran
 
 
-def _hf_paths(hf: torch.nn.Module) -> dict[int, str]:
+def _hf_paths(hf: torch.nn.Module, scored: dict[int, tuple[int, str]] | None = None) -> dict[int, str]:
     """Each module's name as the HF model itself names it. The bridge holds some modules twice
     (GPT-2's ``attn.c_proj`` is also its ``attn.o``, ``c_attn`` also ``qkv``); an adapter must sit,
     and be saved, under the path whose steps are HF modules' own attributes, not the bridge's
-    (those names do not exist in a plain HF model)."""
-    return {k: n for k, (_, n) in _scored_paths(hf).items()}
+    (those names do not exist in a plain HF model). ``scored``: ``_scored_paths(hf)`` when the
+    caller has it already."""
+    return {k: n for k, (_, n) in (scored if scored is not None else _scored_paths(hf)).items()}
 
 
 def _scored_paths(hf: torch.nn.Module) -> dict[int, tuple[int, str]]:
@@ -152,7 +153,7 @@ def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int
         p.requires_grad_(False)
     hf = model.original_model
     scored = _scored_paths(hf)  # one walk: the targets' names, the fused groups and peft's view read it
-    paths = {k: n for k, (_, n) in scored.items()}
+    paths = _hf_paths(hf, scored)
     cfg = lora_config(model, layer, rank, alpha, paths)
     groups, out_rows = fused_groups(model, sorted(cfg.target_modules), scored)  # saved on the HF map they split
     order = [(paths.get(id(m), n), m) for n, m in hf.named_modules()]
