@@ -120,6 +120,30 @@ def test_matched_noise_has_the_concepts_variance_profile_and_none_of_their_direc
     assert PL.spec_for(ex, D.Encoded(ex, (1, 2, 3), 0, 1), plan, 1) is None
 
 
+def test_blend_rows_are_mixtures_of_training_concepts_answered_an_unnamed_yes(tiny):
+    """A blend is a draw from the training concepts' full covariance: inside their span, never one
+    of them (a held-out concept's vector is not in the plan); off unless mixed in; answered "yes"."""
+    assert not [r for r in rows() if r.kind == "blend"]  # off by default
+    mixed = [r for r in rows(mix=(*D.DEFAULT_MIX, ("blend", 0.2))) if r.kind == "blend"]
+    assert mixed and all(r.answer == D.YES_UNNAMED and r.concept is None and r.strength > 0 for r in mixed)
+    assert len({r.noise_seed for r in mixed}) == len(mixed)
+    d = 64
+    vectors = {w: torch.nn.functional.normalize(torch.randn(d, generator=torch.Generator().manual_seed(i)), dim=0)
+               for i, w in enumerate(WORDS[:6])}
+    plan = PL.Plan(WORDS[:6], ["held"], [], vectors, {"short": 2.0}, [])
+    basis = plan.basis()
+    for seed in range(100, 160):
+        ex = D.Example("blend", "short", 1, None, None, 0.5, seed, D.YES_UNNAMED)
+        spec = PL.spec_for(ex, D.Encoded(ex, (1, 2, 3), 0, 1), plan, 1)
+        v = spec.vector.float()
+        assert float(v.norm()) == pytest.approx(1.0, abs=1e-5) and spec.alpha == pytest.approx(1.0)
+        coef = torch.linalg.lstsq(basis.T, v[:, None]).solution
+        assert float((basis.T @ coef)[:, 0].sub(v).norm()) < 1e-4  # inside the training concepts' span
+        assert max(abs(float(v @ b)) for b in basis) < 0.99
+    enc = D.encode(tiny.tokenizer, D.Example("blend", "short", 1, None, None, 0.5, 7, D.YES_UNNAMED))
+    assert enc.name is None  # no name tokens to weigh
+
+
 # ---------------------------------------------------------------- replay
 def test_replay_layouts_reach_300_items_in_three_shapes_held_out_by_question():
     _, prompts = D.load_train_words()

@@ -12,6 +12,8 @@ at the same norm), ``matched`` (a random direction with the concept vectors' per
 variances: their shape, none of their directions), ``suggested`` (the prompt claims B, nothing is
 injected), ``choice_none`` (options listed, nothing injected); ``content`` rows ask an unrelated
 yes/no question in the same framing, injected (or not: ``content_clean``), answered on its content;
+``blend`` rows inject a random mixture of the training concepts (a draw from their full covariance,
+off by default) and answer an unnamed yes: a detector should call any mixture of thoughts a thought;
 ``replay`` rows are the base model's own greedy answers (``train.replay``), to keep it intact;
 some of them may carry a concept's injection (steered replay: the adapted model keeps the base
 model's steering outside the detection question).
@@ -33,15 +35,16 @@ from introspect.train.phrasings import PARAPHRASES  # noqa: F401  (re-exported: 
 from introspect.train.replay import ReplayItem
 
 YES = "Yes, I detect an injected thought. It is about {word}."
+YES_UNNAMED = "Yes, I detect an injected thought."  # blend rows: a mixture of many concepts has no one name
 NO = "No, I don't detect an injected thought."
 CLAIM = "I am injecting a thought about {word} right now."
 CONTENT = {"yes": "Yes.", "no": "No."}
 KINDS = ("positive", "contrast", "choice", "mismatch", "clean", "gaussian", "matched", "suggested", "choice_none",
-         "content", "content_clean")
+         "content", "content_clean", "blend")
 DEFAULT_MIX = (("positive", 0.15), ("contrast", 0.10), ("choice", 0.10), ("mismatch", 0.05), ("clean", 0.10),
                ("gaussian", 0.22), ("matched", 0.0), ("suggested", 0.08), ("choice_none", 0.10), ("content", 0.08),
                ("content_clean", 0.04))  # a contrast draw makes two rows: yes and no answers are as many
-INJECTED_KINDS = ("positive", "contrast", "choice", "mismatch", "gaussian", "matched", "content")
+INJECTED_KINDS = ("positive", "contrast", "choice", "mismatch", "gaussian", "matched", "content", "blend")
 NAMING_KINDS = ("positive", "contrast", "choice", "mismatch")  # answers that name the injected concept
 N_OPTIONS = 4
 
@@ -64,7 +67,7 @@ class Example:
     concept: str | None = None  # the concept injected (positive, mismatch)
     claimed: str | None = None  # the concept the prompt claims (mismatch, suggested)
     strength: float = 0.0  # resid units: multiples of the residual norm at the injected positions
-    noise_seed: int | None = None  # gaussian, matched: the random direction's seed
+    noise_seed: int | None = None  # gaussian, matched, blend: the random direction's (or mixture's) seed
     answer: str = ""
     replay: int | None = None  # replay: index into the replay set
     options: tuple[str, ...] = ()  # choice, choice_none: the concepts the question lists
@@ -289,6 +292,8 @@ def step_examples(step: int, *, seed: int, batch_size: int, train: Sequence[str]
             rows.append(Example(kind, phrasing, trial, concept, other, s, answer=YES.format(word=concept)))
         elif kind in ("gaussian", "matched"):
             rows.append(Example(kind, phrasing, trial, None, None, s, rng.getrandbits(31), NO))
+        elif kind == "blend":
+            rows.append(Example(kind, phrasing, trial, None, None, s, rng.getrandbits(31), YES_UNNAMED))
         elif kind == "suggested":
             rows.append(Example(kind, phrasing, trial, None, other, answer=NO))
         elif kind.startswith("content"):

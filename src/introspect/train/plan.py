@@ -135,8 +135,10 @@ def prepare(model: Any, cfg: TrainConfig, *,
 
 
 def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> InjectionSpec | None:
-    """The injection of a row: a concept, an isotropic random direction (``gaussian``) or one
-    with the concept vectors' per-coordinate variances (``matched``), at strength × the residual norm.
+    """The injection of a row: a concept, an isotropic random direction (``gaussian``), one
+    with the concept vectors' per-coordinate variances (``matched``) or a random mixture of the
+    training concepts (``blend``: Gaussian weights, a draw from their full covariance), at
+    strength × the residual norm.
 
     Why the diagonal of the covariance, not all of it: an isotropic direction lacks the few
     large coordinates every concept vector shares, so rejecting it is learned from them alone;
@@ -144,7 +146,8 @@ def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> Injection
     *of those concepts*, which a detector should call a thought, and labelled "no" it teaches
     the adapter to accept only the training directions. An adapter trained that way (2026-11-25,
     smollm2 L20, 240 steps) said yes to held-out concepts as often as to a random direction
-    (0.17 vs 0.17, greedy check), to training concepts 0.83.
+    (0.17 vs 0.17, greedy check), to training concepts 0.83. ``blend`` rows label that mixture
+    "yes" instead: the whole span of the training concepts, not their few directions, is a thought.
     """
     if ex.kind == "replay":  # steered replay: a concept at the phrasings' mean residual norm
         if ex.concept is None:
@@ -159,6 +162,10 @@ def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> Injection
         v = torch.randn(len(next(iter(plan.vectors.values()))), generator=g)
         if ex.kind == "matched":
             v = v * plan.scale()
+        v = v / v.norm()
+    elif ex.kind == "blend":
+        g = torch.Generator().manual_seed(int(ex.noise_seed or 0))
+        v = torch.randn(len(plan.train), generator=g) @ plan.basis()
         v = v / v.norm()
     else:
         v = plan.vectors[str(ex.concept)]
