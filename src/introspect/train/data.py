@@ -290,10 +290,9 @@ def step_examples(step: int, *, seed: int, batch_size: int, train: Sequence[str]
                 rows.append(Example(kind, phrasing, trial, answer=NO, options=tuple(opts)))
         elif kind == "mismatch":
             rows.append(Example(kind, phrasing, trial, concept, other, s, answer=YES.format(word=concept)))
-        elif kind in ("gaussian", "matched"):
-            rows.append(Example(kind, phrasing, trial, None, None, s, rng.getrandbits(31), NO))
-        elif kind == "blend":
-            rows.append(Example(kind, phrasing, trial, None, None, s, rng.getrandbits(31), YES_UNNAMED))
+        elif kind in ("gaussian", "matched", "blend"):
+            rows.append(Example(kind, phrasing, trial, None, None, s, rng.getrandbits(31),
+                                YES_UNNAMED if kind == "blend" else NO))
         elif kind == "suggested":
             rows.append(Example(kind, phrasing, trial, None, other, answer=NO))
         elif kind.startswith("content"):

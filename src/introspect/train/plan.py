@@ -157,15 +157,14 @@ def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> Injection
     if ex.kind not in D.INJECTED_KINDS or (ex.kind == "content" and ex.concept is None):
         return None
     norm = ex.strength * plan.resid[ex.phrasing]
-    if ex.kind in ("gaussian", "matched"):
+    if ex.kind in ("gaussian", "matched", "blend"):
         g = torch.Generator().manual_seed(int(ex.noise_seed or 0))
-        v = torch.randn(len(next(iter(plan.vectors.values()))), generator=g)
-        if ex.kind == "matched":
-            v = v * plan.scale()
-        v = v / v.norm()
-    elif ex.kind == "blend":
-        g = torch.Generator().manual_seed(int(ex.noise_seed or 0))
-        v = torch.randn(len(plan.train), generator=g) @ plan.basis()
+        if ex.kind == "blend":
+            v = torch.randn(len(plan.train), generator=g) @ plan.basis()
+        else:
+            v = torch.randn(len(next(iter(plan.vectors.values()))), generator=g)
+            if ex.kind == "matched":
+                v = v * plan.scale()
         v = v / v.norm()
     else:
         v = plan.vectors[str(ex.concept)]
