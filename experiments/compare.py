@@ -8,7 +8,10 @@ them), and writes one self-contained HTML page (plotly inline, opens offline) pl
 headline table as CSV beside it (``compare.csv``), and, where self-knowledge tasks of several
 models share items, self vs other (``self_vs_other.csv``; no ability records needed). With
 ``--adapter DIR``, task A of the adapted model minus its base model, paired by concept on the
-words both ran (``vs_base.csv``, printed and on the page). A missing directory, or no records at
+words both ran (``vs_base.csv``, printed and on the page); with several adapters of one recipe
+(the same config, base model and word files; one adapter per seed), how many trainings clear 0,
+with the exact interval of the chance that one does (the training as the unit: ``stats.replication``).
+A missing directory, or no records at
 all, is one ``error:`` line and exit 2, and nothing is written.
 """
 
@@ -68,6 +71,38 @@ def vs_base_lines(rows: list[dict]) -> list[str]:
             f"({r['n_clusters']} concepts; paired by concept)" for r in rows]
 
 
+def adapter_recipes(by_dir: list[tuple[Path, list[tuple[str, str, str]]]]) -> dict[str, tuple[str, int]]:
+    """Each adapted model id -> (its adapter's recipe, seed) (``train.provenance.recipe``)."""
+    import json
+
+    from introspect.train.provenance import recipe
+
+    out = {}
+    for d, pairs in by_dir:
+        try:
+            rec = recipe(json.loads((d / "introspect_adapter.json").read_text()))
+        except ValueError:  # an adapter that records no training config is compared, never pooled
+            continue
+        out.update({adapted: rec for adapted, _, _ in pairs})
+    return out
+
+
+def replication_lines(rows: list[dict]) -> list[str]:
+    """One line per ``tasks.injection.across`` row."""
+    out = []
+    for r in rows:
+        rate = f"chance a training does {r['value']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}] (exact)"
+        if r["metric"] == "verdict_replication":
+            out.append(f"{r['model_id']}, task A verdict: \"detected and identified\" in {r['trainings_cleared']} of "
+                       f"{r['n_clusters']} trainings, {rate} ({r['labels']})")
+            continue
+        out.append(f"{r['model_id']}, task A {r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g} {r['alpha_units']}: "
+                   f"{r['metric']} {r['trainings_cleared']} of {r['n_clusters']} trainings (seeds {r['seeds']}) clear 0, "
+                   f"{rate}; mean of the trainings' estimates {r['mean_of_trainings']:+.2f}, no interval (bimodal "
+                   "across trainings: see stats.replication)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="python -m experiments.compare", description=__doc__,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="an adapter from experiments.train_aware whose base and adapted model must both "
                          "have results here; the page names it and adds task A's Net (and Net over the "
                          "Gaussian ablation) of the adapted model minus the base model's, paired by "
-                         "concept (repeatable)")
+                         "concept (repeatable: trainings of one recipe on other seeds are also pooled, "
+                         "with the training as the unit)")
     args = ap.parse_args(argv)
     missing = [str(d) for d in args.dirs if not d.is_dir()]
     if missing:
@@ -105,17 +141,24 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the records hold no trials (only run headers)", file=sys.stderr)
         return 2
     try:
-        found = [p for d in args.adapter for p in adapter_models(d, set(trials["model_id"].dropna()))]
+        by_dir = [(d, adapter_models(d, set(trials["model_id"].dropna()))) for d in args.adapter]
+        found = [p for _, ps in by_dir for p in ps]
+        trainings = adapter_recipes(by_dir)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     trials = trials.reset_index(drop=True)
     pairs = [name for _, _, name in found]
+    from introspect.tasks.injection.across import across_trainings, verdicts_across
     from introspect.tasks.injection.vs_base import vs_base
 
     vb = [r for adapted, base, _ in found for r in vs_base(trials, adapted, base)]
-    comp = compare(summarize(trials), headers, trials)
-    comp = dataclasses.replace(comp, notes=(*comp.notes, *vs_base_lines(vb)))
+    summary = summarize(trials)
+    pooled, not_pooled = across_trainings(vb, trainings)
+    pooled_v, not_pooled_v = verdicts_across(summary, trainings)
+    pooled, not_pooled = pooled_v + pooled, not_pooled_v + not_pooled
+    comp = compare(summary, headers, trials)
+    comp = dataclasses.replace(comp, notes=(*comp.notes, *vs_base_lines(vb), *replication_lines(pooled), *not_pooled))
     out = args.out or default_out(args.dirs)
     title = args.title or "; ".join(pairs)
     html = render_compare(comp, title=title, source=", ".join(map(str, args.dirs)))
@@ -125,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if not svo.empty:
         atomic_write_text(out.with_name("self_vs_other.csv"), comp.self_other.to_csv(index=False))
     if vb:
-        atomic_write_text(out.with_name("vs_base.csv"), pd.DataFrame(vb).to_csv(index=False))
+        atomic_write_text(out.with_name("vs_base.csv"), pd.DataFrame(vb + pooled).to_csv(index=False))
     atomic_write_text(out, html)
     table = wide_table(comp)
     with pd.option_context("display.max_colwidth", 60, "display.width", 200):
@@ -136,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         if vb:
             print("\nadapted − base model, task A, paired by concept:")
             print("\n".join(vs_base_lines(vb)))
+        if pooled or not_pooled:
+            print("\nacross trainings of one recipe (the training is the unit):")
+            print("\n".join([*replication_lines(pooled), *not_pooled]))
     also = f", {out.with_name('self_vs_other.csv')}" if not svo.empty else ""
     also += f", {out.with_name('vs_base.csv')}" if vb else ""
     print(f"wrote {out} and {csv_path}{also} ({len(comp.models)} models)")

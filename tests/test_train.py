@@ -505,6 +505,44 @@ def test_run_and_compare_with_adapter_side_by_side(trained, tiny_dir, tmp_path, 
     assert "net_vs_base" in printed and "net_vs_base" in html and "paired by concept" in printed
     assert compare.main([str(out / "llama"), "--adapter", str(adapter)]) == 2  # the adapted run is elsewhere
     assert "no results of adapter" in capsys.readouterr().err
+    # A second training of the same recipe on another seed (constructed: the adapter's metadata and
+    # its results copied under a new hash): the two are pooled with the training as the unit.
+    for seed, name in ((meta["training"]["seed"] + 1, "b"), (meta["training"]["seed"], "c")):
+        _as_other_training(adapter, out, folders[1], tmp_path / name, seed, f"lora:{name * 16}")
+        assert compare.main([str(out), "--adapter", str(adapter), "--adapter", str(tmp_path / name),
+                             "--out", str(tmp_path / f"cmp-{name}" / "compare.html")]) == 0
+    printed = capsys.readouterr().out
+    vb = pd.read_csv(tmp_path / "cmp-b" / "vs_base.csv")
+    pooled = vb[vb["metric"].str.endswith("_replication")]
+    assert sorted(pooled["metric"]) == ["net_vs_base_replication", "net_vs_random_vs_base_replication",
+                                        "verdict_replication"]
+    assert 'task A verdict: "detected and identified" in 0 of 2 trainings' in printed
+    assert (pooled["n_clusters"] == 2).all() and (pooled["trainings_cleared"] == 0).all()  # 2 concepts: no interval
+    assert "across trainings of one recipe" in printed and "0 of 2 trainings" in printed
+    assert "not pooled: trainings share seed" in printed  # c: the first adapter's own seed
+    assert not (pd.read_csv(tmp_path / "cmp-c" / "vs_base.csv")["metric"].str.endswith("_replication")).any()
+
+
+def _as_other_training(adapter: Path, results: Path, folder: str, dest: Path, seed: int, tag: str) -> None:
+    """Copy an adapter directory and its results as if another training (``tag``, ``seed``) made them."""
+    import shutil
+
+    shutil.copytree(adapter, dest)
+    meta = json.loads((dest / lora.META_FILE).read_text())
+    old_hash, old_short, new_short = meta["adapter_hash"], folder.rsplit("+", 1)[1], tag.replace(":", "-")[:13]
+    meta["adapter_hash"], meta["training"]["seed"] = tag, seed
+    (dest / lora.META_FILE).write_text(json.dumps(meta))
+    new_folder = folder.replace(old_short, new_short)
+    (results / new_folder).mkdir()
+    for f in (results / folder).glob("*.jsonl"):
+        recs = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        for r in recs:
+            for k in ("model_id", "fingerprint", "run_id"):
+                if isinstance(r.get(k), str):
+                    r[k] = r[k].replace(old_hash, tag).replace(old_short, new_short)
+            if r.get("trial_id"):
+                r["trial_id"] += "-" + tag  # another training's trials are other trials
+        (results / new_folder / f.name).write_text("".join(json.dumps(r) + "\n" for r in recs))
 
 
 @pytest.fixture(scope="module")

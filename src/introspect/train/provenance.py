@@ -97,6 +97,24 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+# Config fields that do not change what a training of a recipe is: the seed (which draw of the
+# recipe), how often it checkpoints and whether the gates ran after it.
+NOT_RECIPE = ("seed", "checkpoint_every", "gates")
+
+
+def recipe(meta: Mapping[str, Any]) -> tuple[str, int]:
+    """(the recipe's digest, the seed) of an adapter's metadata: two adapters are trainings of one
+    recipe when their base model, word files and training config agree in everything but
+    ``NOT_RECIPE``. The digest is ``recipe:`` and 12 hex digits."""
+    cfg = dict(meta.get("training") or {})
+    if not cfg:
+        raise ValueError("the adapter's metadata records no training config")
+    seed = int(cfg.get("seed", 0))
+    key = {"base_fingerprint": meta.get("base_fingerprint"), "word_files": meta.get("word_files"),
+           "training": {k: v for k, v in cfg.items() if k not in NOT_RECIPE}}
+    return "recipe:" + digest_json(key).split(":", 1)[-1][:12], seed
+
+
 def _short(v: Any) -> str:
     s = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
     if s.startswith("sha256:"):
