@@ -14,7 +14,7 @@ without an interval, and the row says why.
 
 Trainings with the same seed share their data order, initial weights and held-out words: they
 differ only in kernel noise, so they are not independent draws of the recipe and are not counted
-twice (``Replication`` refuses them).
+twice (``replication`` refuses them).
 """
 
 from __future__ import annotations
