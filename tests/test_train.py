@@ -604,7 +604,7 @@ def test_real_model_is_evaluated_on_concepts_held_out_by_meaning(default_model, 
     heldout = set(yaml.safe_load((adapter / "words_heldout.yaml").read_text())["targets"])
     train = set(yaml.safe_load((adapter / "words_train.yaml").read_text())["targets"])
     recs = load_results(tmp_path / "results")
-    seen = set(recs.loc[recs["condition"] == "injected", "concept"].dropna())
+    seen = set(recs.loc[recs["condition"] == "injected", "word"].dropna())
     assert len(seen) >= 6 and seen <= heldout and not seen & train, (seen, heldout & seen)
 
 
