@@ -526,8 +526,6 @@ def test_run_and_compare_with_adapter_side_by_side(trained, tiny_dir, tmp_path, 
 
 def _as_other_training(adapter: Path, results: Path, folder: str, dest: Path, seed: int, tag: str) -> None:
     """Copy an adapter directory and its results as if another training (``tag``, ``seed``) made them."""
-    import shutil
-
     shutil.copytree(adapter, dest)
     meta = json.loads((dest / lora.META_FILE).read_text())
     old_hash, old_short, new_short = meta["adapter_hash"], folder.rsplit("+", 1)[1], tag.replace(":", "-")[:13]

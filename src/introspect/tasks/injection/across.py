@@ -27,8 +27,10 @@ def cleared(r: dict[str, Any]) -> bool:
 
 
 def _scale(adapted: str) -> str:
-    """The ``--adapter-scale`` of an adapted model id ('' at full scale): each scale pools with its own."""
-    return adapted.rsplit("+", 1)[-1].partition("x")[2]
+    """The ``--adapter-scale`` suffix of an adapted model id ("x0.5"; "" at full scale): each scale
+    pools with its own."""
+    _, x, scale = adapted.rsplit("+", 1)[-1].partition("x")
+    return x + scale
 
 
 def _row(where: dict[str, Any], metric: str, rep: RP.Replication, note: str) -> dict[str, Any]:
@@ -65,7 +67,7 @@ def across_trainings(rows: list[dict[str, Any]], trainings: dict[str, tuple[str,
         adapted, base = str(r["model_id"]).split(" − ", 1)
         if adapted in trainings:
             name, seed = trainings[adapted]
-            key = (name + ("x" + _scale(adapted) if _scale(adapted) else ""), base, r["variant"],
+            key = (name + _scale(adapted), base, r["variant"],
                    *(r[c] for c in CELL), r["metric"])
             groups.setdefault(key, []).append((float(r["value"]), cleared(r), seed))
 
@@ -96,7 +98,7 @@ def verdicts_across(summary: pd.DataFrame, trainings: dict[str, tuple[str, int]]
     for _, r in v.iterrows():
         if r["model_id"] in trainings:
             name, seed = trainings[r["model_id"]]
-            key = (name + ("x" + _scale(r["model_id"]) if _scale(r["model_id"]) else ""),)
+            key = (name + _scale(r["model_id"]),)
             groups.setdefault(key, []).append((float(r["value"]), float(r["value"]) >= TOP, seed))
             labels.setdefault(key, []).append(f"seed {seed}: {A_VERDICTS.get(float(r['value']), r['value'])}")
 
