@@ -311,11 +311,17 @@ def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | Non
     return done
 
 
-def plan_inputs(plan: Plan) -> dict[str, str]:
+def replay_json(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    """The base model's replay answers as saved (checkpoint, ``replay.json``, digest), built once."""
+    return {"trained": [r.to_json() for r in plan.replay], "heldout": [r.to_json() for r in plan.replay_heldout]}
+
+
+def plan_inputs(plan: Plan, replay: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, str]:
     """sha256 of what the base model computed for the run: vectors, residual norms, replay answers,
     yes/no questions; two trainings with equal digests differ only in the steps themselves."""
+    replay = replay if replay is not None else replay_json(plan)
     return {"vectors": P.digest_tensors(plan.vectors), "resid": P.digest_json(plan.resid),
-            "replay": P.digest_json([[r.to_json() for r in plan.replay], [r.to_json() for r in plan.replay_heldout]]),
+            "replay": P.digest_json([replay["trained"], replay["heldout"]]),
             "questions": P.digest_json([plan.questions, plan.gate_questions])}
 
 
@@ -370,12 +376,12 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
                                replay_steered=cfg.replay_steered)
         return step_loss(model, plan, cfg, rows, stats=stats, prefixes=prefixes)
 
+    replay = replay_json(plan)
     steps = run_steps(model, cfg, stats, ckpt, ckpt_path, loss_at=loss_at, progress=progress,
-                      saved={"base_fingerprint": base_fp, "replay": [r.to_json() for r in plan.replay],
-                             "replay_heldout": [r.to_json() for r in plan.replay_heldout],
+                      saved={"base_fingerprint": base_fp, "replay": replay["trained"],
+                             "replay_heldout": replay["heldout"],
                              "split": plan.split.identity(), "word_files": hashes})
-    atomic_write_text(out / REPLAY, json.dumps({"trained": [r.to_json() for r in plan.replay],
-                                           "heldout": [r.to_json() for r in plan.replay_heldout]}) + "\n")
+    atomic_write_text(out / REPLAY, json.dumps(replay) + "\n")
     t_gates = time.perf_counter()
     gates = damage_gates(model, plan, cfg) if cfg.gates else None
     summary = {**steps.summary(cfg, stats), "seconds_prepare": round(prep_s, 1),
@@ -387,7 +393,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     meta = {"base_model": model_name or loadable_name(model), "base_name": info.name,
             "base_fingerprint": base_fp, "training": cfg.to_dict(),
             "train_concepts": plan.train, "heldout_concepts": plan.heldout, "split": plan.split.to_dict(),
-            "word_files": hashes, "summary": summary, "provenance": P.record(plan_inputs(plan))}
+            "word_files": hashes, "summary": summary, "provenance": P.record(plan_inputs(plan, replay))}
     summary["adapter_hash"] = lora.save_adapter(model, out, layer=cfg.layer, meta=meta)
     ckpt_path.unlink(missing_ok=True)
     return summary
