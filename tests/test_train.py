@@ -595,12 +595,13 @@ def test_real_model_is_evaluated_on_concepts_held_out_by_meaning(default_model, 
     machines before, where a strict xfail held); the full recipe's held-out positive is measured in
     docs/positive-control.md."""
     from introspect.report import load_results
+    from introspect.tasks.prompts import load_words
 
     _, adapter, _ = real_adapter
     net = _task_a_net(adapter, adapter / "words_heldout.yaml", tmp_path / "results")
     assert net["n"] >= 6 and math.isfinite(net["lo"]) and math.isfinite(net["hi"]), net.to_dict()
-    heldout = set(yaml.safe_load((adapter / "words_heldout.yaml").read_text())["targets"])
-    train = set(yaml.safe_load((adapter / "words_train.yaml").read_text())["targets"])
+    heldout = set(load_words(adapter / "words_heldout.yaml").targets)
+    train = set(load_words(adapter / "words_train.yaml").targets)
     recs = load_results(tmp_path / "results")
     seen = set(recs.loc[recs["condition"] == "injected", "word"].dropna())
     assert len(seen) >= 6 and seen <= heldout and not seen & train, (seen, heldout & seen)
