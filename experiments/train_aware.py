@@ -29,6 +29,13 @@ read-only adapter directory untouched).
 says where two trainings part ways: weights, base model, config, split, the digests of what the
 base model computed before the first step (vectors, residual norms, replay answers, questions),
 library versions, commit and CPU kernels, in that order (introspect_adapter.json's provenance).
+
+    python -m experiments.train_aware --losses adapters/run1 --windows 4
+
+reads a run's training log: mean loss, first-answer-token probability and the share of rows whose
+first token ("Yes"/"No") has probability > 0.5, per row kind, framing and quarter of training.
+Gaussian rows draw a new direction every step, so their late rows say whether "no" to a push
+never seen was learned in each framing.
 """
 
 from __future__ import annotations
@@ -97,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
       "(nothing is trained); with --adapter-scale S, of S times its weight change")
     a("--diff", type=Path, nargs=2, metavar=("DIR1", "DIR2"), help="where two saved adapters' trainings part "
       "ways (weights, config, split, input digests, library versions, CPU), causes first; nothing is trained")
+    a("--losses", type=Path, metavar="DIR", help="the training log of DIR by row kind, framing and stretch of "
+      "training (--windows); nothing is trained")
+    a("--windows", type=int, default=4, metavar="N", help="with --losses: training split into N runs of steps")
     a("--adapter-scale", type=float, default=1.0, metavar="S", help="with --gates: the adapter's weight change times S > 0")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
@@ -142,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         return run(args, lambda: _gates_again(args.gates, args.adapter_scale, args.out))
     if args.diff is not None:
         return run(args, lambda: _diff(*args.diff))
+    if args.losses is not None:
+        return run(args, lambda: _losses(args.losses, args.windows))
 
     def body() -> int:
         if args.adapter_scale != 1:
@@ -210,6 +222,20 @@ def _diff(first: Path, second: Path) -> int:
     return 0
 
 
+def _losses(adapter: Path, windows: int) -> int:
+    """``--losses DIR``: the training log by row kind, framing and stretch of training."""
+    from introspect.train import losses as LS
+    from introspect.train.data import TrainDataError
+
+    if windows < 1:
+        raise TrainDataError(f"--windows {windows}: want an integer >= 1 (e.g. --windows 4)")
+    table = LS.by_kind(LS.read_log(adapter), windows=windows)
+    print(f"{adapter}: detection rows by kind, framing and steps (loss: mean answer cross-entropy; p_first: "
+          "mean probability of the first answer token; right: share with p_first > 0.5)")
+    print(LS.render(table))
+    return 0
+
+
 def _gates_line(g: dict) -> str:
     """One line per gate: figure, bound, pass/fail (the figures are in the summary's JSON too)."""
     def f(v):
@@ -225,18 +251,22 @@ def _gates_line(g: dict) -> str:
 
 
 def _report_check(model, out: Path, layer: int, cfg, n: int) -> None:
-    """Greedy yes-rates with and without injection, on training and held-out concepts."""
+    """Greedy yes-rates with and without injection, on training and held-out concepts, in the
+    paper framing and, when it was trained, the two-turn one."""
     import yaml
 
     from introspect.train.check import detection_check
+    from introspect.train.data import TWO_TURN
 
     mid = sum(cfg.strength) / 2
-    for split in ("train", "heldout"):
-        words = yaml.safe_load((out / f"words_{split}.yaml").read_text())["targets"][:n]
-        r = detection_check(model, words, layer, mid)
-        print(f"check {split} (strength {mid:g} resid, greedy, paper prompt): yes injected {r['yes_injected']:.2f}, "
-              f"yes clean {r['yes_clean']:.2f}, yes random direction {r['yes_random']:.2f}, "
-              f"names the concept {r['identified']:.2f}")
+    for phrasing in ("paper", *((TWO_TURN,) if TWO_TURN in cfg.phrasings else ())):
+        for split in ("train", "heldout"):
+            words = yaml.safe_load((out / f"words_{split}.yaml").read_text())["targets"][:n]
+            r = detection_check(model, words, layer, mid, phrasing=phrasing)
+            print(f"check {split} (strength {mid:g} resid, greedy, {phrasing} prompt): yes injected "
+                  f"{r['yes_injected']:.2f}, yes clean {r['yes_clean']:.2f}, yes random direction "
+                  f"{r['yes_random']:.2f}, names the concept {r['identified']:.2f}")
+    print(f"per-kind training losses: python -m experiments.train_aware --losses {out}")
 
 
 if __name__ == "__main__":

@@ -216,6 +216,59 @@ def test_shared_prefix_pass_is_exact(tiny_dir, words_file):
     assert stats.grad_tokens < sum(len(e.ids) for e in encs) / 2  # most of the preamble ran without grad
 
 
+def test_logged_first_token_probability_is_the_models_own(tiny_dir, words_file):
+    """A row's logged P(first answer token) is what the model gives that token after the prompt
+    under the row's injection, in both framings (two_turn injects turn 1 only): the training
+    log's per-kind reading (``train.losses``) measures the adapter, not an artefact of the loss."""
+    from introspect.engine.run.chat import Prompt
+    from introspect.engine.run.decode import next_token_logprobs
+
+    model = load_model(str(tiny_dir("llama")))
+    cfg = tiny_cfg(words_file, phrasings=("paper", "two_turn"))
+    plan = L.prepare(model, cfg, replay=[])
+    for phrasing in ("paper", "two_turn"):
+        rows = [D.Example("positive", phrasing, 3, "lemon", None, 0.8, answer=D.YES.format(word="lemon")),
+                D.Example("clean", phrasing, 1, answer=D.NO),
+                D.Example("gaussian", phrasing, 2, None, None, 1.2, 7, D.NO)]
+        encs = [D.encode(model.tokenizer, ex) for ex in rows]
+        specs = [L.spec_for(ex, e, plan, cfg.layer) for ex, e in zip(rows, encs)]
+        got: list[float] = []
+        with torch.no_grad():
+            L.group_loss(model, encs, specs, p_first=got)
+        cut = [Prompt(e.ids[:len(e.ids) - e.n_answer], "") for e in encs]
+        lp = next_token_logprobs(model, cut, specs)
+        want = [float(lp[i, e.ids[len(e.ids) - e.n_answer]].exp()) for i, e in enumerate(encs)]
+        assert got == pytest.approx(want, rel=1e-3, abs=1e-6), (phrasing, got, want)
+        assert got[0] != pytest.approx(got[1], rel=1e-3) or got[2] != pytest.approx(got[1], rel=1e-3)
+
+
+def test_training_log_keeps_every_detection_row(trained, capsys):
+    """Each log line lists the step's detection rows (kind, framing, strength, loss, P(first
+    token)), as many as the step drew, their losses averaging to the step's detection loss;
+    ``--losses DIR`` prints the table, and a bad --windows is one line and exit 2."""
+    from experiments import train_aware
+    from introspect.train import losses as LS
+
+    cfg, plan, log = trained["cfg"], trained["plan"], trained["stats"].log
+    for entry in log[:5]:
+        rows = D.step_examples(entry["step"] - 1, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
+                               phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
+                               replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix)
+        det = [ex for ex in rows if ex.kind != "replay"]
+        assert [r[:3] for r in entry["rows"]] == [[ex.kind, ex.phrasing, round(ex.strength, 3)] for ex in det]
+        assert all(0 < r[4] <= 1 and r[3] > 0 for r in entry["rows"])
+        assert sum(r[3] for r in entry["rows"]) / len(det) == pytest.approx(entry["loss_detect"], abs=1e-3)
+    table = LS.by_kind(LS.read_log(trained["out"]), windows=2)
+    assert set(table.kind) == {"positive", "clean"} and table.n.sum() == sum(len(e["rows"]) for e in log)
+    capsys.readouterr()
+    assert train_aware.main(["--losses", str(trained["out"]), "--windows", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "positive" in out and "31-60" in out
+    assert train_aware.main(["--losses", str(trained["out"]), "--windows", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--windows 0" in err[0]
+
+
 def test_resume_from_checkpoint_gives_the_same_adapter(tiny_dir, words_file, tmp_path, monkeypatch, capsys):
     from introspect.train import replay as R
 

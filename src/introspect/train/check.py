@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from introspect.engine.run.inject import From, InjectionSpec
+from introspect.engine.run.inject import InjectionSpec
 from introspect.grading import grade_task_A
 from introspect.train import data as D
 
@@ -25,7 +25,8 @@ def detection_check(model: Any, words: Sequence[str], layer: int, strength: floa
                     phrasing: str = "paper", trial: int = 1, max_new_tokens: int = 20,
                     baseline: Sequence[str] | None = None) -> dict[str, Any]:
     """Greedy answers to one detection prompt, clean and with each word's concept injected at
-    ``strength`` × the residual norm from the mark on (task A's ``resid`` unit).
+    ``strength`` × the residual norm over the injected span (task A's ``resid`` unit), where task A
+    injects that framing: from the mark on, or over turn 1 only (``two_turn``).
 
     Returns ``yes_injected`` / ``yes_clean`` / ``yes_random`` (shares graded as detected; random: a
     random direction at the same norm), ``identified`` (share of injected answers naming the
@@ -38,14 +39,16 @@ def detection_check(model: Any, words: Sequence[str], layer: int, strength: floa
 
     base = list(baseline) if baseline is not None else list(load_words().baseline)
     prompt = D.render(model.tokenizer, D.detection_conv(phrasing, trial))
-    start = prompt.spans[D.P.FROM_MARK][0]
-    rn = float(residuals(model, [prompt], [layer], positions=[list(range(start, len(prompt)))])[0][0].norm(dim=-1).mean())
+    start, end = D.injected_span(prompt)
+    at = D.P.span_positions(start, end)
+    span = list(range(start, len(prompt) if end is None else end))
+    rn = float(residuals(model, [prompt], [layer], positions=[span])[0][0].norm(dim=-1).mean())
     cvs = build_concept_vectors(model, list(words), [layer], base)
-    specs = [InjectionSpec(layer, strength * rn, cvs[(w, layer)].vector, From(start)) for w in words]
+    specs = [InjectionSpec(layer, strength * rn, cvs[(w, layer)].vector, at) for w in words]
     noise = []
     for i in range(len(words)):  # a random direction at the same norm per word: the Gaussian ablation
         v = torch.randn(model.cfg.d_model, generator=torch.Generator().manual_seed(1000 + i))
-        noise.append(InjectionSpec(layer, strength * rn, v / v.norm(), From(start)))
+        noise.append(InjectionSpec(layer, strength * rn, v / v.norm(), at))
     k = len(words)
     gens = generate(model, [prompt] * (2 * k + 1), [None, *specs, *noise], max_new_tokens=max_new_tokens)
     clean = grade_task_A(gens[0].text, None, False)

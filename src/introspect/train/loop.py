@@ -28,6 +28,7 @@ from introspect.engine.run.inject import InjectionSpec, injecting
 from introspect.records.atomic import atomic_write, atomic_write_text
 from introspect.train import data as D
 from introspect.train import lora
+from introspect.train import losses as LS
 from introspect.train import provenance as P
 from introspect.train import replay as R
 from introspect.train import split as S
@@ -62,7 +63,7 @@ def _keeps_logits(model: Any) -> bool:
 def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | None], *,
                share_prefix: bool = True, stats: StepStats | None = None, name_weight: float = 1.0,
                distill: bool = False, trunk: int | None = None,
-               prefixes: T.Prefixes | None = None) -> torch.Tensor:
+               prefixes: T.Prefixes | None = None, p_first: list[float] | None = None) -> torch.Tensor:
     """Mean answer-token cross-entropy per row (a tensor ``[rows]``) under the rows' injections,
     the concept name's tokens weighted ``name_weight`` (rows that name the injected concept).
     ``distill``: instead of the answer's tokens, the base model's whole next-token distribution
@@ -71,6 +72,8 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
     without an adapter; with ``distill``, blocks 0..trunk run once, for the teacher, and the student
     starts after them (``train.trunk``: exact, since the adapter only sits after it). ``prefixes``:
     the shared prefix's blocks below the adapter, kept across steps (``train.trunk.Prefixes``; exact).
+    ``p_first``: each row's probability of its first answer token is appended (the decision token:
+    "Yes" or "No"; with ``distill``, exp(−KL) at that position).
 
     Layout per row: ``[shared prefix | left pad | own tokens]``, as the decode loop lays rows
     out; the shared prefix (before every row's first injected position) runs once without
@@ -139,31 +142,39 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
         if e.name is not None and name_weight != 1.0:  # the concept's name weighs more than the formula around it
             a, b = e.name
             keep[i, nll.shape[1] - e.n_answer + a:nll.shape[1] - e.n_answer + b] = name_weight
+    if p_first is not None:
+        at = torch.tensor([nll.shape[1] - e.n_answer for e in encs])
+        p_first.extend(torch.exp(-nll.detach()[torch.arange(g), at]).tolist())
     return (nll * keep).sum(1) / keep.sum(1)
 
 
 def step_loss(model: Any, plan: Plan, cfg: TrainConfig, rows: list[D.Example], *,
               stats: StepStats | None = None, prefixes: T.Prefixes | None = None
-              ) -> tuple[torch.Tensor, dict[str, float]]:
+              ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Mean per-row loss of one step's rows (groups: the detection rows, the replay rows);
-    ``prefixes``: shared prefixes' blocks below the adapter, kept from earlier steps."""
+    ``prefixes``: shared prefixes' blocks below the adapter, kept from earlier steps. The second
+    value holds each group's mean loss and, under ``rows``, each detection row's
+    ``train.losses.row_record``."""
     encs = [D.encode(model.tokenizer, ex, plan.replay) for ex in rows]
     groups: dict[str, list[int]] = {}
     for i, ex in enumerate(rows):
         groups.setdefault("replay" if ex.kind == "replay" else "detect", []).append(i)
-    parts, by_kind = [], {}
+    parts, by_kind, detail = [], {}, []
     for name, idx in groups.items():
         sub = [encs[i] for i in idx]
+        first: list[float] = []
         losses = group_loss(model, sub, [spec_for(rows[i], encs[i], plan, cfg.layer) for i in idx],
                             share_prefix=cfg.share_prefix, stats=stats, name_weight=cfg.name_weight,
                             distill=name == "replay" and cfg.replay_distill,
-                            trunk=cfg.layer if cfg.share_trunk else None, prefixes=prefixes)
+                            trunk=cfg.layer if cfg.share_trunk else None, prefixes=prefixes, p_first=first)
         parts.append(losses * cfg.replay_weight if name == "replay" else losses)
         by_kind[name] = float(losses.detach().mean())
+        if name == "detect":
+            detail = [LS.row_record(rows[i], float(v), p) for i, v, p in zip(idx, losses.detach().tolist(), first)]
     total = torch.cat(parts)
     n_rep = len(groups.get("replay", ()))
     denom = len(rows) - n_rep + cfg.replay_weight * n_rep  # a weighted mean: weight 1 is the plain mean
-    return total.sum() / denom, by_kind
+    return total.sum() / denom, {**by_kind, "rows": detail}
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -266,11 +277,11 @@ class Steps:
 
 
 def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | None, ckpt_path: Path, *,
-              loss_at: Callable[[int], tuple[torch.Tensor, dict[str, float]]], saved: dict[str, Any],
+              loss_at: Callable[[int], tuple[torch.Tensor, dict[str, Any]]], saved: dict[str, Any],
               progress: bool = True) -> Steps:
     """Attach the LoRA (restored from ``ckpt``) and run steps up to ``cfg.steps``: ``lr_at``'s
     schedule, clipped AdamW, a log line per step (losses, wall seconds: a step's cost varies with
-    its rows), an atomic checkpoint every ``checkpoint_every`` steps holding ``saved`` beside the
+    its rows; a ``rows`` list from ``loss_at`` is kept as it is), an atomic checkpoint every ``checkpoint_every`` steps holding ``saved`` beside the
     adapter, optimiser, log and config; the log is written last.
 
     Why shared: the detection and self-knowledge adapters differ in their rows and loss
@@ -293,13 +304,15 @@ def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | Non
             group["lr"] = lr_at(cfg, step)
         t_step = time.perf_counter()
         loss, parts = loss_at(step)
+        detail = parts.pop("rows", None)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         stats.log.append({"step": step + 1, "loss": round(loss.item(), 5),
                           **{f"loss_{k}": round(v, 5) for k, v in parts.items()},
-                          "seconds": round(time.perf_counter() - t_step, 3)})
+                          "seconds": round(time.perf_counter() - t_step, 3),
+                          **({"rows": detail} if detail is not None else {})})
         bar.set_postfix(loss=f"{stats.log[-1]['loss']:.3f}", refresh=False)
         bar.update(1)
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
@@ -368,7 +381,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     prep_s = time.perf_counter() - t0
     prefixes = T.Prefixes(cfg.layer) if cfg.share_trunk else None
 
-    def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss_at(step: int) -> tuple[torch.Tensor, dict[str, Any]]:
         rows = D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
                                phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
                                replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix,
