@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
            "with depth, so one --max-cos is laxer at later layers: pass the layer of a split to keep it")
     a("--name-weight", type=float, default=d.name_weight,
       help="loss weight of the concept name's tokens in answers that name the injected concept")
+    a("--decision-weight", type=float, default=d.decision_weight,
+      help="loss weight of a detection row's first answer token (its Yes or No) against the formula after it")
     a("--replay-steered", type=float, default=d.replay_steered,
       help="share of replay rows with a training concept injected, their target the base model under the "
            "same injection: the adapted model keeps steering where it is not asked about thoughts")
@@ -107,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--losses", type=Path, metavar="DIR", help="the training log of DIR by row kind, framing and stretch of "
       "training (--windows); nothing is trained")
     a("--windows", type=int, default=4, metavar="N", help="with --losses: training split into N runs of steps")
+    a("--bands", type=float, nargs="+", metavar="EDGE", help="with --losses: group by injection strength too, "
+      "between these edges in resid units (e.g. --bands 0.15 0.5 0.9 1.25)")
     a("--adapter-scale", type=float, default=1.0, metavar="S", help="with --gates: the adapter's weight change times S > 0")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
@@ -141,6 +145,7 @@ def _config(args: argparse.Namespace, layer: int):
                        phrasings=tuple(args.phrasings), checkpoint_every=args.checkpoint_every,
                        words_file=args.words_file, train_words_file=args.train_words_file,
                        split=args.split, max_cos=args.max_cos, split_layer=args.split_layer, name_weight=args.name_weight,
+                       decision_weight=args.decision_weight,
                        replay_steered=args.replay_steered, replay_weight=args.replay_weight,
                        gates=not args.no_gates, mix=parse_mix(args.mix))
 
@@ -153,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.diff is not None:
         return run(args, lambda: _diff(*args.diff))
     if args.losses is not None:
-        return run(args, lambda: _losses(args.losses, args.windows))
+        return run(args, lambda: _losses(args.losses, args.windows, args.bands))
 
     def body() -> int:
         if args.adapter_scale != 1:
@@ -222,14 +227,17 @@ def _diff(first: Path, second: Path) -> int:
     return 0
 
 
-def _losses(adapter: Path, windows: int) -> int:
-    """``--losses DIR``: the training log by row kind, framing and stretch of training."""
+def _losses(adapter: Path, windows: int, bands: list[float] | None = None) -> int:
+    """``--losses DIR``: the training log by row kind, framing, stretch of training (and strength)."""
     from introspect.train import losses as LS
     from introspect.train.data import TrainDataError
 
     if windows < 1:
         raise TrainDataError(f"--windows {windows}: want an integer >= 1 (e.g. --windows 4)")
-    table = LS.by_kind(LS.read_log(adapter), windows=windows)
+    if bands is not None and (len(bands) < 2 or any(b >= c for b, c in zip(bands, bands[1:]))):
+        raise TrainDataError(f"--bands {' '.join(f'{b:g}' for b in bands)}: want two or more increasing "
+                             "edges (e.g. --bands 0.15 0.5 0.9 1.25)")
+    table = LS.by_kind(LS.read_log(adapter), windows=windows, strength_bands=bands)
     print(f"{adapter}: detection rows by kind, framing and steps (loss: mean answer cross-entropy; p_first: "
           "mean probability of the first answer token; right: share with p_first > 0.5)")
     print(LS.render(table))

@@ -240,6 +240,13 @@ def test_logged_first_token_probability_is_the_models_own(tiny_dir, words_file):
         want = [float(lp[i, e.ids[len(e.ids) - e.n_answer]].exp()) for i, e in enumerate(encs)]
         assert got == pytest.approx(want, rel=1e-3, abs=1e-6), (phrasing, got, want)
         assert got[0] != pytest.approx(got[1], rel=1e-3) or got[2] != pytest.approx(got[1], rel=1e-3)
+        # --decision-weight w: that token's NLL counts w times in the row's mean, the rest once
+        with torch.no_grad():
+            one = L.group_loss(model, encs, specs)
+            heavy = L.group_loss(model, encs, specs, decision_weight=5.0)
+        for i, e in enumerate(encs):
+            x0, n = -math.log(got[i]), e.n_answer
+            assert float(heavy[i]) == pytest.approx((5 * x0 + n * float(one[i]) - x0) / (n + 4), rel=1e-4)
 
 
 def test_training_log_keeps_every_detection_row(trained, capsys):
@@ -264,9 +271,12 @@ def test_training_log_keeps_every_detection_row(trained, capsys):
     assert train_aware.main(["--losses", str(trained["out"]), "--windows", "2"]) == 0
     out = capsys.readouterr().out
     assert "positive" in out and "31-60" in out
-    assert train_aware.main(["--losses", str(trained["out"]), "--windows", "0"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--windows 0" in err[0]
+    assert train_aware.main(["--losses", str(trained["out"]), "--windows", "1", "--bands", "0.5", "0.75", "1"]) == 0
+    assert "(0.75, 1.0]" in capsys.readouterr().out
+    for bad, name in ((["--windows", "0"], "--windows 0"), (["--bands", "1", "0.5"], "--bands 1 0.5")):
+        assert train_aware.main(["--losses", str(trained["out"]), *bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and name in err[0]
 
 
 def test_resume_from_checkpoint_gives_the_same_adapter(tiny_dir, words_file, tmp_path, monkeypatch, capsys):

@@ -5,7 +5,8 @@ LoRA adapter on the blocks after the injection with the injection hooks active, 
 as a plain peft adapter, which ``engine.load.adapters`` merges into a model before the bridge
 boots (``load_model(name, adapter=DIR)``); ``split`` chooses the held-out concepts by meaning
 (concept-vector cosine at the trained layer, plus word-form, compound and synonym rules);
-``trunk`` runs the blocks below the adapter once for a replay row's teacher and student.
+``trunk`` runs the blocks below the adapter once for a replay row's teacher and student;
+``losses`` reads the training log by row kind, framing and stretch of training.
 ``selfknow`` (with ``selfknow_data``) trains the Delegate Game's positive control: a LoRA that
 replies T on the items its base model gets wrong, beside a control trained on shuffled errors.
 """

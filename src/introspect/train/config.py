@@ -35,6 +35,7 @@ class TrainConfig:
     replay_tokens: int = 40
     yes_no_heldout: float = 0.25  # share of the content rows' yes/no questions kept for the damage gates
     name_weight: float = 3.0  # loss weight of the concept name's tokens in answers that name it
+    decision_weight: float = 1.0  # loss weight of a detection row's first answer token ("Yes"/"No": the decision)
     gates: bool = True  # measure the damage gates (train.gates) after training
     replay_distill: bool = True  # replay rows learn the base model's distributions (KL), not just its tokens
     replay_steered: float = 0.0  # share of replay rows with a training concept injected (teacher: the base model, same injection)
@@ -62,7 +63,7 @@ class TrainConfig:
                 bad.append(f"{name} must be an integer >= 1, got {v!r}")
         if self.batch_size < 2:
             bad.append(f"batch_size must be at least 2, got {self.batch_size}")
-        for name in ("lr", "lora_alpha", "name_weight", "replay_weight"):
+        for name in ("lr", "lora_alpha", "name_weight", "decision_weight", "replay_weight"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 bad.append(f"{name} must be a finite number > 0, got {v!r}")

@@ -62,10 +62,14 @@ def _keeps_logits(model: Any) -> bool:
 
 def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | None], *,
                share_prefix: bool = True, stats: StepStats | None = None, name_weight: float = 1.0,
+               decision_weight: float = 1.0,
                distill: bool = False, trunk: int | None = None,
                prefixes: T.Prefixes | None = None, p_first: list[float] | None = None) -> torch.Tensor:
     """Mean answer-token cross-entropy per row (a tensor ``[rows]``) under the rows' injections,
-    the concept name's tokens weighted ``name_weight`` (rows that name the injected concept).
+    the concept name's tokens weighted ``name_weight`` (rows that name the injected concept) and
+    the first answer token ``decision_weight`` (the "Yes" or "No": one token of ~16, which an
+    unweighted mean leaves to the formula after it; the training log showed its probability
+    near 0.5-0.7 at a mean loss of 0.05, 2026-12-02).
     ``distill``: instead of the answer's tokens, the base model's whole next-token distribution
     at each answer position is the target (KL from it, adapter switched off for the teacher pass):
     replay rows then keep every probability, not only the greedy token. ``trunk``: the last block
@@ -139,6 +143,7 @@ def group_loss(model: Any, encs: list[D.Encoded], specs: list[InjectionSpec | No
     keep = torch.zeros_like(nll)
     for i, e in enumerate(encs):
         keep[i, -e.n_answer:] = 1.0
+        keep[i, nll.shape[1] - e.n_answer] = decision_weight
         if e.name is not None and name_weight != 1.0:  # the concept's name weighs more than the formula around it
             a, b = e.name
             keep[i, nll.shape[1] - e.n_answer + a:nll.shape[1] - e.n_answer + b] = name_weight
@@ -165,6 +170,7 @@ def step_loss(model: Any, plan: Plan, cfg: TrainConfig, rows: list[D.Example], *
         first: list[float] = []
         losses = group_loss(model, sub, [spec_for(rows[i], encs[i], plan, cfg.layer) for i in idx],
                             share_prefix=cfg.share_prefix, stats=stats, name_weight=cfg.name_weight,
+                            decision_weight=1.0 if name == "replay" else cfg.decision_weight,
                             distill=name == "replay" and cfg.replay_distill,
                             trunk=cfg.layer if cfg.share_trunk else None, prefixes=prefixes, p_first=first)
         parts.append(losses * cfg.replay_weight if name == "replay" else losses)
