@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         _config(args, 0)  # numbers checked before the (slow) model load
         from introspect.engine.load.models import DEFAULT_MODEL, load_model
         from introspect.tasks.runner import model_slug
-        from introspect.train.loop import word_files, word_files_changed
+        from introspect.train.resume import word_files, word_files_changed
 
         name = args.model or DEFAULT_MODEL
         model = load_model(name)
