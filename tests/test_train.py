@@ -26,6 +26,7 @@ from introspect.tasks.prompts import load_words
 from introspect.train import data as D
 from introspect.train import loop as L
 from introspect.train import lora
+from introspect.train.config import same_record
 
 WORDS = ["pencil", "lemon", "bottle", "rabbit", "cabin", "piano", "tiger", "apple", "horse", "candle"]
 
@@ -815,7 +816,7 @@ def test_a_config_recorded_before_new_fields_is_the_same_config(words_file):
     old = {k: v for k, v in cfg.to_dict().items() if k not in ("replay_steered", "replay_weight", "share_trunk")}
     # replay_weight's default changed (1 → 8): a record without it was made at 1, today's default is not it
     assert L.TrainConfig(layer=1).replay_weight == 8.0 and cfg.replay_weight == 1.0  # tiny_cfg pins the old weight
-    assert L.same_config(old, cfg) and not L.same_config(old, tiny_cfg(words_file, replay_weight=8.0))
+    assert same_record(old, cfg) and not same_record(old, tiny_cfg(words_file, replay_weight=8.0))
     assert L.TrainConfig.from_dict(old).replay_weight == 1.0 and L.TrainConfig.from_dict(old).replay_steered == 0.0
-    assert not L.same_config({**old, "steps": 61}, cfg)
-    assert not L.same_config(None, cfg) and not L.same_config({"layer": "x"}, cfg)
+    assert not same_record({**old, "steps": 61}, cfg)
+    assert not same_record(None, cfg) and not same_record({"layer": "x"}, cfg)

@@ -22,6 +22,7 @@ from introspect.tasks.prompts import load_words
 from introspect.train import data as D
 from introspect.train import loop as L
 from introspect.train import replay as R
+from introspect.train import resume as RS
 from introspect.train import split as S
 
 # Near-synonym traps (the issue's own pairs among them) plus plain words; "sea" and "cave" sit
@@ -262,7 +263,7 @@ def test_resume_with_another_split_or_word_file_is_refused(tiny_dir, words_file,
     assert "# nearest training word" in (out / "words_heldout.yaml").read_text()
     # a checkpoint from before these checks is refused too
     with pytest.raises(S.SplitError, match="predates"):
-        L.check_resume({"config": cfg.to_dict()}, out / L.CHECKPOINT, L.word_files(cfg))
+        RS.check_resume({"config": cfg.to_dict()}, out / L.CHECKPOINT, RS.word_files(cfg))
 
 
 def test_cli_refuses_a_finished_adapter_from_other_word_files(tiny_dir, words_file, tmp_path, capsys):

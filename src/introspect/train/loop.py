@@ -36,7 +36,7 @@ from introspect.train import trunk as T
 from introspect.train.config import TrainConfig, same_record  # noqa: F401  (TrainConfig re-exported)
 from introspect.train.gates import adapter_off, damage_gates
 from introspect.train.plan import Plan, prepare, spec_for  # noqa: F401  (the loop's inputs; tests use them from here)
-from introspect.train.resume import check_resume, same_config, word_files, words_yaml  # noqa: F401  (tests use them from here)
+from introspect.train.resume import check_resume, word_files
 
 MIN_PREFIX = 8  # shorter shared preambles are not worth a separate pass
 CHECKPOINT = "checkpoint.pt"
@@ -316,7 +316,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     ckpt = None
     if ckpt_path.exists():
         ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if not same_config(ckpt.get("config"), cfg) or ckpt.get("base_fingerprint") != base_fp:
+        if not same_record(ckpt.get("config"), cfg) or ckpt.get("base_fingerprint") != base_fp:
             raise D.TrainDataError(f"{ckpt_path} was made with another config or model; use a new --out")
         check_resume(ckpt, ckpt_path, hashes)
     stats = stats if stats is not None else StepStats()
@@ -331,8 +331,8 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
             + f", seed {cfg.seed}, layer {cfg.layer}"
             + (f", nearness judged at layer {cfg.split_at}" if cfg.split_at != cfg.layer else "")
             + f") for {info.name}; baseline as concepts/words.yaml")
-    atomic_write_text(out / "words_train.yaml", words_yaml(plan.train, plan.baseline, "trained on: " + note))
-    atomic_write_text(out / "words_heldout.yaml", words_yaml(plan.heldout, plan.baseline, "never trained on: " + note,
+    atomic_write_text(out / "words_train.yaml", S.words_yaml(plan.train, plan.baseline, "trained on: " + note))
+    atomic_write_text(out / "words_heldout.yaml", S.words_yaml(plan.heldout, plan.baseline, "never trained on: " + note,
                                                           plan.split))
     atomic_write_text(out / S.SPLIT_FILE, json.dumps({**plan.split.to_dict(), "word_files": hashes, "layer": cfg.layer,
                                                   "split_layer": cfg.split_at,

@@ -1,4 +1,5 @@
-"""What a resumed training must match: its config, its word files' hashes and its split.
+"""What a resumed training must match besides its config (``config.same_record``): its word
+files' hashes and its split.
 
 Why a module of its own: a resume that silently continued from other words would train on
 words later called held out, so these checks are the held-out claim's guard, kept apart from
@@ -11,22 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from introspect.train import split as S
-from introspect.train.config import TrainConfig, same_record
-
-
-def words_yaml(targets: list[str], baseline: list[str], note: str, split: S.Split | None = None) -> str:
-    def line(w: str) -> str:
-        if split is None or w not in split.nearest:
-            return f"  - {w}"
-        near, cos = split.nearest[w]
-        return f"  - {w}  # nearest training word {near}, cos {cos:.2f} (band {split.band(w)}; {split.category(w)})"
-    lines = [f"# {note}", "targets:", *[line(w) for w in targets], "baseline:", *[f"  - {w}" for w in baseline]]
-    return "\n".join(lines) + "\n"
-
-
-def same_config(old: dict[str, Any] | None, cfg: TrainConfig) -> bool:
-    """Whether a recorded config is ``cfg``, fields added since it was written read as their defaults."""
-    return same_record(old, cfg)
+from introspect.train.config import TrainConfig
 
 
 def word_files(cfg: TrainConfig) -> dict[str, str]:

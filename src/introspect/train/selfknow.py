@@ -32,6 +32,7 @@ from introspect.train import lora
 from introspect.train import provenance as P
 from introspect.train import replay as R
 from introspect.train import selfknow_data as K
+from introspect.train.config import same_record
 from introspect.train.gates import adapter_off
 from introspect.train.loop import (
     CHECKPOINT,
@@ -180,7 +181,7 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
     ckpt = None
     if ckpt_path.exists():
         ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if (ckpt.get("kind") != "selfknow" or not K.same_config(ckpt.get("config"), cfg)
+        if (ckpt.get("kind") != "selfknow" or not same_record(ckpt.get("config"), cfg)
                 or ckpt.get("base_fingerprint") != info.fingerprint):
             raise D.TrainDataError(f"{ckpt_path} was made with another config or model; use a new --out")
     stats = stats if stats is not None else StepStats()

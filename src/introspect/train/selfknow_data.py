@@ -26,7 +26,7 @@ from introspect.tasks.selfknowledge import delegate as G
 from introspect.tasks.selfknowledge import pool as P
 from introspect.tasks.selfknowledge.common import greedy, letter_ids, prompt_format, rendered
 from introspect.tasks.selfknowledge.shortanswer import grade_replies
-from introspect.train.config import as_record, from_record, same_record
+from introspect.train.config import as_record, from_record
 from introspect.train.data import TrainDataError
 
 NAMESPACE = "selfknow"  # the pool's item ids and draw: never the task's own "delegate" items
@@ -94,11 +94,6 @@ class SelfKnowConfig:
     @staticmethod
     def from_dict(d: dict[str, Any]) -> SelfKnowConfig:
         return from_record(SelfKnowConfig, d)
-
-
-def same_config(old: dict[str, Any] | None, cfg: SelfKnowConfig) -> bool:
-    """Whether a recorded config is ``cfg`` (fields added since read as their defaults)."""
-    return same_record(old, cfg)
 
 
 # ---------------------------------------------------------------- items and the truth

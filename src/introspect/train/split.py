@@ -320,3 +320,14 @@ def make_split(model: Any, layer: int, train_words: Sequence[str], targets: Sequ
                           train_only=[w for w in pool if any(P.leaks(t, w) for t in train_texts)])
     return replace(split, dropped={**gone, **split.dropped}), vecs
 
+
+def words_yaml(targets: list[str], baseline: list[str], note: str, split: Split | None = None) -> str:
+    """A word file (targets, baseline) whose held-out targets carry their nearest training word,
+    cosine, band and category as comments, so a reader sees how far each one was held out."""
+    def line(w: str) -> str:
+        if split is None or w not in split.nearest:
+            return f"  - {w}"
+        near, cos = split.nearest[w]
+        return f"  - {w}  # nearest training word {near}, cos {cos:.2f} (band {split.band(w)}; {split.category(w)})"
+    lines = [f"# {note}", "targets:", *[line(w) for w in targets], "baseline:", *[f"  - {w}" for w in baseline]]
+    return "\n".join(lines) + "\n"
