@@ -3,6 +3,10 @@
     python -m experiments.train_aware --model smollm2-135m-instruct --layer 20 --out adapters/smollm2-L20
     python -m experiments.run --task A --adapter adapters/smollm2-L20 --layers 20 --alpha-units resid \\
         --alphas 0.5 --words-file adapters/smollm2-L20/words_heldout.yaml
+    python -m experiments.train_aware --recipe two-turn --layer 24 --split-layer 20 --seed 1 --out adapters/smollm2-L24-F5
+
+--recipe names a measured set of flags (docs/positive-control.md): two-turn trains the two-turn
+framing on every other step, with a larger Gaussian "no" share and the Yes/No decision weighted 5x.
 
 Trains LoRA on the blocks after --layer only, with the toolkit's injection hooks active in the
 training forward pass and the loss on the answer tokens only. Concepts come from
@@ -50,6 +54,7 @@ from experiments.train_cli import Parser, check_out, lora_layer, run
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from introspect.train.config import RECIPES
     from introspect.train.data import ALL_PHRASINGS
     from introspect.train.loop import TrainConfig
 
@@ -58,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     a = ap.add_argument
     a("--model", default=None, help="registry name, hub id or local model (default smollm2-135m-instruct)")
+    a("--recipe", choices=tuple(RECIPES), default="seed",
+      help="a named set of the flags below, measured in docs/positive-control.md (flags given as well win): "
+           "seed = the defaults; two-turn = two_turn on every other step, --mix gaussian=0.32 clean=0.06 "
+           "suggested=0.05 choice_none=0.07 and --decision-weight 5")
     a("--layer", type=int, help="injection layer (default: two thirds of the depth); LoRA goes on the blocks after it")
     a("--out", type=Path, help="adapter directory (default adapters/<model>-L<layer>); with --gates, the "
       "folder that receives damage_gates_xS.json (default: the adapter's)")
@@ -117,8 +126,19 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def parse_mix(items: list[str]) -> tuple[tuple[str, float], ...]:
-    """--mix KIND=SHARE ... over the default mix: named kinds get the new share, in place."""
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with --recipe's values as the defaults of the flags it sets (so a flag
+    given as well wins; --mix changes the recipe's mix, see ``parse_mix``)."""
+    from introspect.train.config import RECIPES
+
+    ap = build_parser()
+    chosen = RECIPES[ap.parse_known_args(argv)[0].recipe]
+    ap.set_defaults(**{k: list(v) if isinstance(v, tuple) else v for k, v in chosen.items() if k != "mix"})
+    return ap.parse_args(argv)
+
+
+def parse_mix(items: list[str], base: tuple[tuple[str, float], ...] | None = None) -> tuple[tuple[str, float], ...]:
+    """--mix KIND=SHARE ... over ``base`` (default: the default mix): named kinds get the new share, in place."""
     from introspect.train.data import DEFAULT_MIX, KINDS, TrainDataError
 
     new: dict[str, float] = {}
@@ -132,11 +152,12 @@ def parse_mix(items: list[str]) -> tuple[tuple[str, float], ...]:
             raise TrainDataError(f"--mix {item!r}: want KIND=SHARE, KIND one of {', '.join(KINDS)} and SHARE "
                                  "a number >= 0 (e.g. --mix gaussian=0.3 clean=0.06)")
         new[kind] = value
-    mix = dict(DEFAULT_MIX) | new
+    mix = dict(base or DEFAULT_MIX) | new
     return tuple(mix.items())
 
 
 def _config(args: argparse.Namespace, layer: int):
+    from introspect.train.config import RECIPES
     from introspect.train.loop import TrainConfig
 
     return TrainConfig(layer=layer, steps=args.steps, batch_size=args.batch_size, rank=args.rank,
@@ -147,11 +168,11 @@ def _config(args: argparse.Namespace, layer: int):
                        split=args.split, max_cos=args.max_cos, split_layer=args.split_layer, name_weight=args.name_weight,
                        decision_weight=args.decision_weight,
                        replay_steered=args.replay_steered, replay_weight=args.replay_weight,
-                       gates=not args.no_gates, mix=parse_mix(args.mix))
+                       gates=not args.no_gates, mix=parse_mix(args.mix, RECIPES[args.recipe].get("mix")))
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
 
     if args.gates is not None:
         return run(args, lambda: _gates_again(args.gates, args.adapter_scale, args.out))
@@ -188,8 +209,10 @@ def main(argv: list[str] | None = None) -> int:
             print(_gates_line(summary["damage_gates"]))
         if args.check:
             _report_check(model, out, layer, cfg, args.check)
-        print(f"adapter: {out}\nevaluate: python -m experiments.run --task A --adapter {out} --layers {layer} "
-              f"--alpha-units resid --alphas {sum(cfg.strength) / 2:g} --words-file {out}/words_heldout.yaml")
+        print(f"adapter: {out}\nevaluate: python -m experiments.run --task A --variant seed --adapter {out} "
+              f"--layers {layer} --alpha-units resid --alphas {sum(cfg.strength) / 2:g} "
+              f"--words-file {out}/words_heldout.yaml   # seed: a framing never trained; trained: "
+              + ",".join(dict.fromkeys(cfg.phrasings)))
         return 0
 
     return run(args, body)

@@ -248,6 +248,31 @@ def test_mix_flag_changes_only_the_kinds_it_names():
         L.TrainConfig(layer=1, mix=(("gaussian", 0.0),))
 
 
+def test_recipe_two_turn_is_the_documented_flags_and_flags_given_win(capsys):
+    """``--recipe two-turn`` is the five flags docs/positive-control.md leads with, the same config
+    as spelling them out (and as ``recipe()`` from a script); a flag given beside it wins, and
+    --mix changes the recipe's mix, not the default's. ``seed`` is the defaults."""
+    from experiments.train_aware import _config, parse_args
+    from introspect.train.config import recipe
+
+    tt = ["paper", "two_turn", "explained", "two_turn", "short", "two_turn", "inward", "two_turn", "notice", "two_turn"]
+    spelled = ["--phrasings", *tt, "--mix", "gaussian=0.32", "clean=0.06", "suggested=0.05", "choice_none=0.07",
+               "--decision-weight", "5"]
+    named = _config(parse_args(["--recipe", "two-turn"]), 24)
+    assert named == _config(parse_args(spelled), 24) == recipe("two-turn", 24)
+    assert named.phrasings == tuple(tt) and named.decision_weight == 5 and named != L.TrainConfig(layer=24)
+    assert _config(parse_args([]), 24) == L.TrainConfig(layer=24) == recipe("seed", 24)
+    over = _config(parse_args(["--recipe", "two-turn", "--decision-weight", "2", "--mix", "gaussian=0.4"]), 24)
+    assert over.decision_weight == 2 and over.phrasings == tuple(tt)
+    assert dict(over.mix) == dict(named.mix) | {"gaussian": 0.4}
+    assert recipe("two-turn", 24, seed=2).seed == 2
+    with pytest.raises(D.TrainDataError, match="unknown recipe 'bogus'; use one of seed, two-turn"):
+        recipe("bogus", 24)
+    with pytest.raises(SystemExit):
+        parse_args(["--recipe", "bogus"])
+    assert "invalid choice: 'bogus'" in capsys.readouterr().err
+
+
 def test_first_difference():
     assert G.first_difference((1, 2, 3), (1, 2, 4)) == 2 and G.first_difference((5,), (6,)) == 0
     assert G.first_difference((1, 2), (1, 2, 3)) == 2 and G.first_difference((1, 2), (1, 2)) == 2

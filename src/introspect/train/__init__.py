@@ -6,16 +6,19 @@ as a plain peft adapter, which ``engine.load.adapters`` merges into a model befo
 boots (``load_model(name, adapter=DIR)``); ``split`` chooses the held-out concepts by meaning
 (concept-vector cosine at the trained layer, plus word-form, compound and synonym rules);
 ``trunk`` runs the blocks below the adapter once for a replay row's teacher and student;
-``losses`` reads the training log by row kind, framing and stretch of training.
+``losses`` reads the training log by row kind, framing and stretch of training; ``recipe(name,
+layer)`` is a measured flag set by name (``RECIPES``: seed, two-turn).
 ``selfknow`` (with ``selfknow_data``) trains the Delegate Game's positive control: a LoRA that
 replies T on the items its base model gets wrong, beside a control trained on shuffled errors.
 """
 
 from introspect.engine.load.adapters import AdapterError, merge_into, read_adapter
 from introspect.engine.load.models import adapted_info
+from introspect.train.config import RECIPES, recipe
 from introspect.train.data import Example, load_train_words, split_concepts
 from introspect.train.loop import TrainConfig, train
 from introspect.train.split import MAX_COS, Split, SplitError, meaning_split, near_by_rule
 
-__all__ = ["MAX_COS", "AdapterError", "Example", "Split", "SplitError", "TrainConfig", "adapted_info",
-           "load_train_words", "meaning_split", "merge_into", "near_by_rule", "read_adapter", "split_concepts", "train"]
+__all__ = ["MAX_COS", "RECIPES", "AdapterError", "Example", "Split", "SplitError", "TrainConfig", "adapted_info",
+           "load_train_words", "meaning_split", "merge_into", "near_by_rule", "read_adapter", "recipe", "split_concepts",
+           "train"]

@@ -112,6 +112,30 @@ class TrainConfig:
         return from_record(TrainConfig, d)
 
 
+# ---------------------------------------------------------------- named recipes
+
+# The flag sets docs/positive-control.md measured, by one name, so a reader reruns the page's
+# lead recipe without copying five flags. Each is a set of TrainConfig fields over the defaults.
+#   seed:     the defaults; detects on held-out concepts in the seed framing only.
+#   two-turn: run F with the Yes/No decision weighted 5x (2026-12-03): two_turn on every other
+#             step, a larger Gaussian "no" share; "detected and identified" in two_turn on 3 of 3
+#             trainings at layer 24 of SmolLM2-135M, and in the never-trained seed framing.
+_TWO_TURN_MIX = {"gaussian": 0.32, "clean": 0.06, "suggested": 0.05, "choice_none": 0.07}
+RECIPES: dict[str, dict[str, Any]] = {
+    "seed": {},
+    "two-turn": {"phrasings": tuple(p for q in D.PHRASINGS for p in (q, D.TWO_TURN)),
+                 "mix": tuple((k, _TWO_TURN_MIX.get(k, v)) for k, v in D.DEFAULT_MIX),
+                 "decision_weight": 5.0},
+}
+
+
+def recipe(name: str, layer: int, **overrides: Any) -> TrainConfig:
+    """The named recipe's config at ``layer``; ``overrides`` (any TrainConfig field) win."""
+    if name not in RECIPES:
+        raise D.TrainDataError(f"unknown recipe {name!r}; use one of {', '.join(RECIPES)}")
+    return TrainConfig(layer=layer, **(RECIPES[name] | overrides))
+
+
 # ---------------------------------------------------------------- any frozen config as a JSON record
 
 
