@@ -267,6 +267,10 @@ def _losses(adapter: Path, windows: int, bands: list[float] | None = None) -> in
     return 0
 
 
+def _g2(v: float | None) -> str:
+    return "n/a" if v is None else format(v, ".2g")
+
+
 def _gates_line(g: dict) -> str:
     """One line per gate: figure, bound, pass/fail (the figures are in the summary's JSON too)."""
     def f(v):
@@ -275,7 +279,11 @@ def _gates_line(g: dict) -> str:
     return ("damage gates: " + "; ".join(f"{k} {f(g[k])} ({g['gates'][k]}: {marks[g['passed'][k]]})" for k in g["passed"])
             + f"; replay KL to the base model {'n/a' if g['replay_kl'] is None else format(g['replay_kl'], '.2g')} nats/token over {g['replay_n']} held-out prompts, "
             f"base model decoded again identical {f(g['replay_identical_base'])}, a random weight change of the "
-            f"adapter's size identical {f(g.get('replay_identical_random'))}; detection phrases of the base model "
+            f"adapter's size identical {f(g.get('replay_identical_random'))}"
+            + (f"; teacher-forced on the base model's answers, top token the base model's {f(g['replay_top1'])} "
+               f"(the random change {f(g.get('replay_top1_random'))}, KL {_g2(g.get('replay_kl_random'))})"
+               if g.get("replay_top1") is not None else "")
+            + f"; detection phrases of the base model "
             f"{f(g.get('detection_phrases_base'))}; content answers of the base model "
             f"under the same injection {f(g['content_answers_base'])}"
             + "".join(f"\n  caught by the detection-phrase gate: {t!r}" for t in g.get("detection_phrases_examples", ())))

@@ -204,6 +204,12 @@ def test_adapter_off_is_exactly_the_base_model_and_gates_see_the_difference(tiny
     assert g["replay_n"] == len(base_items) and g["content_n"] == len(QUESTIONS) + len(D.P.load_bias_items())
     assert g["replay_kl"] > 0.01 and g["replay_identical_base"] == 1.0
     assert g["replay_identical"] < 1.0 and [r.ids for r in items] != [r.ids for r in base_items]
+    # a greedy answer that parts from the base model's parts where their top tokens differ, teacher-forced
+    assert 0 < g["replay_top1"] < 1.0 and g["replay_kl_random"] > 0 and 0 <= g["replay_top1_random"] <= 1
+    ids, ans = list(D.render(model.tokenizer, base_items[0].conversation()).ids), list(base_items[0].ids)
+    with G.adapter_off(model):  # no weight change: nothing to measure
+        kl0, top0 = G._answer_kl(model, ids, ans)
+    assert abs(kl0) < 1e-6 and top0 == 1.0
     for k, (op, bound) in G.GATES.items():
         assert g["passed"][k] == (g[k] >= bound if op == ">=" else g[k] <= bound)
     plan.replay_heldout = items  # the adapter's own answers: identical by construction, KL measured on them
@@ -389,7 +395,9 @@ def test_gates_line_puts_the_matched_controls_beside_the_gates():
          "replay_n": 55, "replay_identical_base": 1.0, "replay_identical_random": 0.13,
          "detection_phrases_base": 0.0, "content_answers_base": 0.41}
     line = _gates_line(g)
-    assert "\n" not in line and "replay_identical 0.11 (>= 0.8: FAIL)" in line
+    assert "\n" not in line and "replay_identical 0.11 (>= 0.8: FAIL)" in line and "teacher-forced" not in line
+    forced = _gates_line({**g, "replay_top1": 0.97, "replay_top1_random": 0.9, "replay_kl_random": 0.021})
+    assert "top token the base model's 0.97 (the random change 0.90, KL 0.021)" in forced and "\n" not in forced
     assert "content_answers n/a (>= 0.9: not measured)" in line
     assert "a random weight change of the adapter's size identical 0.13" in line
     caught = _gates_line({**g, "detection_phrases_examples": ["I detect an injected thought."]}).splitlines()

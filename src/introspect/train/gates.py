@@ -7,7 +7,9 @@ training row showed (held-out replay questions in all their shapes; held-out yes
 task A's own bias questions):
 
 * ``replay_identical`` ≥ 0.80: greedy answers identical to the base model's (and the mean
-  per-token KL from the base model's distribution to the adapter's over those answers, reported;
+  per-token KL from the base model's distribution to the adapter's over those answers, and the
+  share of their tokens where both models' top token agrees, teacher-forced: readings, beside the
+  same two for the random twin;
   beside it the base model decoded again, adapter off: how identical greedy answers can be here;
   a random weight change of the adapter's size in its place (``random_twin``): how identical any
   change that large leaves them, learned or not; and where the answers part, the median first
@@ -93,8 +95,11 @@ def random_twin(model: Any, seed: int = 0) -> Iterator[None]:
                 b.copy_(b0)
 
 
-def _answer_kl(model: Any, prompt_ids: list[int], answer: list[int]) -> float:
-    """Mean over the answer's tokens of KL(base ‖ adapted) of the next-token distributions."""
+def _answer_kl(model: Any, prompt_ids: list[int], answer: list[int]) -> tuple[float, float]:
+    """Teacher-forced on the base model's answer: the mean per-token KL(base ‖ adapted) of the
+    next-token distributions, and the share of the answer's positions where both models' top
+    token is the same. The second is the greedy-identity gate without its cascade: one early
+    flipped token fails a whole greedy answer, here it costs one position."""
     hf, dev = model.original_model, model.cfg.device
     ids = torch.tensor([[*prompt_ids, *answer]], device=dev)
     n = len(answer)
@@ -102,7 +107,13 @@ def _answer_kl(model: Any, prompt_ids: list[int], answer: list[int]) -> float:
         adapted = torch.log_softmax(hf(input_ids=ids).logits[0, -n - 1:-1].float(), -1)
         with adapter_off(model):
             base = torch.log_softmax(hf(input_ids=ids).logits[0, -n - 1:-1].float(), -1)
-    return float((base.exp() * (base - adapted)).sum(-1).mean())
+    kl = float((base.exp() * (base - adapted)).sum(-1).mean())
+    return kl, float((base.argmax(-1) == adapted.argmax(-1)).float().mean())
+
+
+def _means(pairs: list[tuple[float, float]]) -> tuple[float | None, float | None]:
+    """The mean of each column of ``_answer_kl``'s pairs (None, None for no pairs)."""
+    return (sum(p[0] for p in pairs) / len(pairs), sum(p[1] for p in pairs) / len(pairs)) if pairs else (None, None)
 
 
 def first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -147,12 +158,14 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     base_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, again))
     with random_twin(model, cfg.seed):  # the matched control: a random weight change of the adapter's size
         twin = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
+        twin_kls = [_answer_kl(model, list(p.ids), list(r.ids)) for r, p in zip(held, prompts)]
     twin_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, twin))
     out["replay_n"] = len(held)
     out["replay_identical"] = same / len(held) if held else None
     out["replay_identical_base"] = base_same / len(held) if held else None
     out["replay_identical_random"] = twin_same / len(held) if held else None
-    out["replay_kl"] = sum(kls) / len(kls) if kls else None
+    out["replay_kl"], out["replay_top1"] = _means(kls)
+    out["replay_kl_random"], out["replay_top1_random"] = _means(twin_kls)
     out["replay_first_difference_median"] = float(statistics.median(parts)) if parts else None
     # 2. detection phrases where nothing asks about thoughts: held-out replay and clean yes/no questions
     items = [*plan.gate_questions, *load_bias_items()]
