@@ -98,8 +98,9 @@ def replication_lines(rows: list[dict]) -> list[str]:
             continue
         out.append(f"{r['model_id']}, task A {r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g} {r['alpha_units']}: "
                    f"{r['metric']} {r['trainings_cleared']} of {r['n_clusters']} trainings (seeds {r['seeds']}) clear 0, "
-                   f"{rate}; mean of the trainings' estimates {r['mean_of_trainings']:+.2f}, no interval (bimodal "
-                   "across trainings: see stats.replication)")
+                   f"{rate}; mean of the trainings' estimates {r['mean_of_trainings']:+.2f}, no interval (over so few "
+                   "trainings of a recipe that may work on some and not others, a t interval undercovers: "
+                   "stats.replication)")
     return out
 
 
