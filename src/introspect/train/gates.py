@@ -8,9 +8,8 @@ task A's own bias questions):
 
 * ``replay_identical`` ≥ 0.80: greedy answers identical to the base model's (and the mean
   per-token KL from the base model's distribution to the adapter's over those answers, and the
-  share of their tokens where both models' top token agrees, teacher-forced: readings, beside the
-  same two for the random twin;
-  beside it the base model decoded again, adapter off: how identical greedy answers can be here;
+  share of their tokens where both models' top token agrees, teacher-forced: readings, the same
+  two for the random twin beside them; beside it too the base model decoded again, adapter off: how identical greedy answers can be here;
   a random weight change of the adapter's size in its place (``random_twin``): how identical any
   change that large leaves them, learned or not; and where the answers part, the median first
   differing token, a reading);
@@ -95,7 +94,7 @@ def random_twin(model: Any, seed: int = 0) -> Iterator[None]:
                 b.copy_(b0)
 
 
-def _answer_kl(model: Any, prompt_ids: list[int], answer: list[int]) -> tuple[float, float]:
+def _teacher_forced(model: Any, prompt_ids: list[int], answer: list[int]) -> tuple[float, float]:
     """Teacher-forced on the base model's answer: the mean per-token KL(base ‖ adapted) of the
     next-token distributions, and the share of the answer's positions where both models' top
     token is the same. The second is the greedy-identity gate without its cascade: one early
@@ -112,7 +111,7 @@ def _answer_kl(model: Any, prompt_ids: list[int], answer: list[int]) -> tuple[fl
 
 
 def _means(pairs: list[tuple[float, float]]) -> tuple[float | None, float | None]:
-    """The mean of each column of ``_answer_kl``'s pairs (None, None for no pairs)."""
+    """The mean of each column of ``_teacher_forced``'s pairs (None, None for no pairs)."""
     return (sum(p[0] for p in pairs) / len(pairs), sum(p[1] for p in pairs) / len(pairs)) if pairs else (None, None)
 
 
@@ -151,14 +150,14 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
         same += ids == r.ids
         if ids != r.ids:
             parts.append(first_difference(ids, r.ids))
-        kls.append(_answer_kl(model, list(p.ids), list(r.ids)))
+        kls.append(_teacher_forced(model, list(p.ids), list(r.ids)))
         replies.append(g.text)
     with adapter_off(model):  # the floor: the base model itself, decoded again in this batch
         again = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
     base_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, again))
     with random_twin(model, cfg.seed):  # the matched control: a random weight change of the adapter's size
         twin = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
-        twin_kls = [_answer_kl(model, list(p.ids), list(r.ids)) for r, p in zip(held, prompts)]
+        twin_kls = [_teacher_forced(model, list(p.ids), list(r.ids)) for r, p in zip(held, prompts)]
     twin_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, twin))
     out["replay_n"] = len(held)
     out["replay_identical"] = same / len(held) if held else None
