@@ -268,6 +268,7 @@ def _losses(adapter: Path, windows: int, bands: list[float] | None = None) -> in
 
 
 def _g2(v: float | None) -> str:
+    """A KL in the gates line: two significant figures, or n/a."""
     return "n/a" if v is None else format(v, ".2g")
 
 
@@ -277,7 +278,7 @@ def _gates_line(g: dict) -> str:
         return "n/a" if v is None else f"{v:.2f}"
     marks = {True: "pass", False: "FAIL", None: "not measured"}
     return ("damage gates: " + "; ".join(f"{k} {f(g[k])} ({g['gates'][k]}: {marks[g['passed'][k]]})" for k in g["passed"])
-            + f"; replay KL to the base model {'n/a' if g['replay_kl'] is None else format(g['replay_kl'], '.2g')} nats/token over {g['replay_n']} held-out prompts, "
+            + f"; replay KL to the base model {_g2(g['replay_kl'])} nats/token over {g['replay_n']} held-out prompts, "
             f"base model decoded again identical {f(g['replay_identical_base'])}, a random weight change of the "
             f"adapter's size identical {f(g.get('replay_identical_random'))}"
             + (f"; teacher-forced on the base model's answers, top token the base model's {f(g['replay_top1'])} "
