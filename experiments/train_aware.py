@@ -26,7 +26,8 @@ peft adapter, its hash, the base model's fingerprint and the training config
 measures a saved adapter's damage gates again, its weight change times S (default 1), on the
 replayed answers and questions it was trained beside; printed, and written to
 DIR/damage_gates_xS.json (or to OUT/damage_gates_xS.json with --out OUT, leaving a shared or
-read-only adapter directory untouched).
+read-only adapter directory untouched). With --twins N, beside N random weight changes of its size
+instead of one (the first is the one training measured), each reading's range over them.
 
     python -m experiments.train_aware --diff adapters/run1 adapters/run2
 
@@ -121,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--bands", type=float, nargs="+", metavar="EDGE", help="with --losses: group by injection strength too, "
       "between these edges in resid units (e.g. --bands 0.15 0.5 0.9 1.25)")
     a("--adapter-scale", type=float, default=1.0, metavar="S", help="with --gates: the adapter's weight change times S > 0")
+    a("--twins", type=int, default=1, metavar="N", help="with --gates: measure N random weight changes of the "
+      "adapter's size beside it, not one (about 25 s more each on the default model, 2 CPU cores)")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
     return ap
@@ -175,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
     if args.gates is not None:
-        return run(args, lambda: _gates_again(args.gates, args.adapter_scale, args.out))
+        return run(args, lambda: _gates_again(args.gates, args.adapter_scale, args.out, args.twins))
     if args.diff is not None:
         return run(args, lambda: _diff(*args.diff))
     if args.losses is not None:
@@ -186,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
             from introspect.train.data import TrainDataError
 
             raise TrainDataError("--adapter-scale applies to --gates DIR (training always trains the whole adapter)")
+        if args.twins != 1:
+            from introspect.train.data import TrainDataError
+
+            raise TrainDataError("--twins applies to --gates DIR (training measures its gates beside one random twin)")
         _config(args, 0)  # numbers checked before the (slow) model load
         from introspect.engine.load.models import DEFAULT_MODEL, load_model
         from introspect.tasks.runner import model_slug
@@ -218,18 +225,19 @@ def main(argv: list[str] | None = None) -> int:
     return run(args, body)
 
 
-def _gates_again(adapter: Path, scale: float, folder: Path | None = None) -> int:
-    """``--gates DIR``: the saved adapter's damage gates at ``scale``, printed and written atomically
-    to ``folder`` (default DIR)."""
+def _gates_again(adapter: Path, scale: float, folder: Path | None = None, twins: int = 1) -> int:
+    """``--gates DIR``: the saved adapter's damage gates at ``scale`` (beside ``twins`` random
+    twins), printed and written atomically to ``folder`` (default DIR)."""
     from introspect.records.atomic import atomic_write_text
+    from introspect.train.data import TrainDataError
     from introspect.train.remeasure import saved_gates
 
     if folder is not None and folder.exists() and not folder.is_dir():
-        from introspect.train.data import TrainDataError
-
         raise TrainDataError(f"--out {folder} is a file: with --gates it names the folder that receives "
                              "damage_gates_xS.json")
-    g = saved_gates(adapter, scale)  # scale and directory checked there, before the (slow) model load
+    if twins < 1:
+        raise TrainDataError(f"--twins {twins}: want an integer >= 1 (e.g. --twins 5)")
+    g = saved_gates(adapter, scale, twins=twins)  # scale and directory checked there, before the (slow) model load
     out = (folder or adapter) / f"damage_gates_x{g['scale']:g}.json"
     atomic_write_text(out, json.dumps(g, indent=1, sort_keys=True) + "\n")
     print(f"adapter {g['adapter_hash']} at scale {g['scale']:g}: " + _gates_line(g))
@@ -272,6 +280,22 @@ def _g2(v: float | None) -> str:
     return "n/a" if v is None else format(v, ".2g")
 
 
+def _twins_part(g: dict) -> str:
+    """With several random twins: each reading's range over them and where the adapter's falls."""
+    each = g.get("replay_random_twins") or []
+    if len(each) < 2 or g.get("replay_top1") is None:
+        return ""
+    parts = []
+    for key, mine, what, better in (("identical", "replay_identical", "identical", "at or above"),
+                                    ("top1", "replay_top1", "top token kept", "at or above"),
+                                    ("kl", "replay_kl", "KL", "below")):
+        vals = [t[key] for t in each]
+        n = sum(g[mine] >= v if better == "at or above" else g[mine] < v for v in vals)
+        fmt = _g2 if key == "kl" else (lambda v: f"{v:.2f}")
+        parts.append(f"{what} {fmt(min(vals))}–{fmt(max(vals))} (the adapter's {better} {n} of them)")
+    return f"; over {len(each)} random changes: " + ", ".join(parts)
+
+
 def _gates_line(g: dict) -> str:
     """One line per gate: figure, bound, pass/fail (the figures are in the summary's JSON too)."""
     def f(v):
@@ -284,6 +308,7 @@ def _gates_line(g: dict) -> str:
             + (f"; teacher-forced on the base model's answers, top token the base model's {f(g['replay_top1'])} "
                f"(the random change {f(g.get('replay_top1_random'))}, KL {_g2(g.get('replay_kl_random'))})"
                if g.get("replay_top1") is not None else "")
+            + _twins_part(g)
             + f"; detection phrases of the base model "
             f"{f(g.get('detection_phrases_base'))}; content answers of the base model "
             f"under the same injection {f(g['content_answers_base'])}"

@@ -390,7 +390,8 @@ def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tin
 
     capsys.readouterr()
     for argv in (["--gates", str(out), "--adapter-scale", "0"], ["--adapter-scale", "0.5"],
-                 ["--gates", str(out.parent / "nowhere")], ["--gates", str(out), "--out", str(out / lora.META_FILE)]):
+                 ["--gates", str(out.parent / "nowhere")], ["--gates", str(out), "--out", str(out / lora.META_FILE)],
+                 ["--gates", str(out), "--twins", "0"], ["--twins", "3"]):
         assert train_aware.main([*argv, "--no-progress"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and "\n" not in err, err
@@ -412,9 +413,9 @@ def test_gates_measured_again_on_the_saved_adapter_at_a_scale(trained, tiny_dir,
     seen = {}
     real = G.damage_gates
 
-    def spy(m, pl, c):
+    def spy(m, pl, c, *rest):
         seen["lp"], seen["split"] = next_token_logprobs(m, [p])[0], (pl.train, pl.heldout)
-        return real(m, pl, c)
+        return real(m, pl, c, *rest)
 
     monkeypatch.setattr(G, "damage_gates", spy)
     again = saved_gates(out, 0.5)
@@ -429,9 +430,11 @@ def test_gates_measured_again_on_the_saved_adapter_at_a_scale(trained, tiny_dir,
     from experiments import train_aware
 
     assert train_aware.main(["--gates", str(out), "--adapter-scale", "0.5", "--out", str(tmp_path / "g"),
-                             "--no-progress"]) == 0
+                             "--twins", "2", "--no-progress"]) == 0
     wrote = json.loads((tmp_path / "g" / "damage_gates_x0.5.json").read_text())
     assert wrote["scale"] == 0.5 and wrote["adapter_hash"] == again["adapter_hash"]
+    assert len(wrote["replay_random_twins"]) == 2 and len(again["replay_random_twins"]) == 1
+    assert wrote["replay_random_twins"][0] == again["replay_random_twins"][0]  # the first twin: the default one
     assert not list(out.glob("damage_gates_*"))
 
 

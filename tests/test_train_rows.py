@@ -200,7 +200,7 @@ def test_adapter_off_is_exactly_the_base_model_and_gates_see_the_difference(tiny
     plan = PL.Plan(WORDS[:3], [], [], {w: torch.randn(model.cfg.d_model) for w in WORDS[:3]}, {"short": 1.0},
                    [], replay_heldout=base_items, gate_questions=list(QUESTIONS))
     cfg = L.TrainConfig(layer=0, replay_tokens=6, phrasings=("short",))
-    g = G.damage_gates(model, plan, cfg)
+    g = G.damage_gates(model, plan, cfg, twins=2)
     assert g["replay_n"] == len(base_items) and g["content_n"] == len(QUESTIONS) + len(D.P.load_bias_items())
     assert g["replay_kl"] > 0.01 and g["replay_identical_base"] == 1.0
     assert g["replay_identical"] < 1.0 and [r.ids for r in items] != [r.ids for r in base_items]
@@ -210,6 +210,15 @@ def test_adapter_off_is_exactly_the_base_model_and_gates_see_the_difference(tiny
     with G.adapter_off(model):  # no weight change: nothing to measure
         kl0, top0 = G._teacher_forced(model, ids, ans)
     assert abs(kl0) < 1e-6 and top0 == 1.0
+    assert G._teacher_forced(model, ids, ans, base=G._base_logprobs(model, ids, ans)) == pytest.approx(
+        G._teacher_forced(model, ids, ans), abs=1e-6)  # the base log-probs computed once read the same
+    first, second = g["replay_random_twins"]  # two twins: the first is the one the *_random readings report
+    assert (first["seed"], second["seed"]) == (G.twin_seed(cfg.seed, 0), G.twin_seed(cfg.seed, 1))
+    assert (first["identical"], first["kl"], first["top1"]) == (
+        g["replay_identical_random"], g["replay_kl_random"], g["replay_top1_random"])
+    assert second["kl"] > 0 and second["kl"] != first["kl"]  # another draw, another change
+    with pytest.raises(ValueError, match="twins=0: want an integer >= 1"):
+        G.damage_gates(model, plan, cfg, twins=0)
     for k, (op, bound) in G.GATES.items():
         assert g["passed"][k] == (g[k] >= bound if op == ">=" else g[k] <= bound)
     plan.replay_heldout = items  # the adapter's own answers: identical by construction, KL measured on them
@@ -398,6 +407,14 @@ def test_gates_line_puts_the_matched_controls_beside_the_gates():
     assert "\n" not in line and "replay_identical 0.11 (>= 0.8: FAIL)" in line and "teacher-forced" not in line
     forced = _gates_line({**g, "replay_top1": 0.97, "replay_top1_random": 0.9, "replay_kl_random": 0.021})
     assert "top token the base model's 0.97 (the random change 0.90, KL 0.021)" in forced and "\n" not in forced
+    assert "random changes" not in forced  # one twin: no range
+    twins = [{"seed": 1, "identical": 0.13, "kl": 0.021, "top1": 0.9},
+             {"seed": 1001, "identical": 0.05, "kl": 0.04, "top1": 0.95},
+             {"seed": 2001, "identical": 0.2, "kl": 0.03, "top1": 0.98}]
+    several = _gates_line({**g, "replay_top1": 0.97, "replay_top1_random": 0.9, "replay_kl_random": 0.021,
+                           "replay_random_twins": twins})
+    assert ("over 3 random changes: identical 0.05–0.20 (the adapter's at or above 1 of them), top token kept "
+            "0.90–0.98 (the adapter's at or above 2 of them), KL 0.021–0.04 (the adapter's below 0 of them)") in several
     assert "content_answers n/a (>= 0.9: not measured)" in line
     assert "a random weight change of the adapter's size identical 0.13" in line
     caught = _gates_line({**g, "detection_phrases_examples": ["I detect an injected thought."]}).splitlines()

@@ -11,8 +11,9 @@ task A's own bias questions):
   share of their tokens where both models' top token agrees, teacher-forced: readings, the same
   two for the random twin beside them; beside it too the base model decoded again, adapter off: how identical greedy answers can be here;
   a random weight change of the adapter's size in its place (``random_twin``): how identical any
-  change that large leaves them, learned or not; and where the answers part, the median first
-  differing token, a reading);
+  change that large leaves them, learned or not, one such change or several (``twins``), since
+  one random draw is one sample of what a change that large does; and where the answers part,
+  the median first differing token, a reading);
 * ``detection_phrases`` ≤ 0.02: answers to prompts that ask nothing about thoughts (held-out
   replay, clean yes/no questions) that report on injected thoughts, claiming one or denying one
   ("No, I don't detect an injected thought." to "How many players are on a football team?" is
@@ -94,18 +95,28 @@ def random_twin(model: Any, seed: int = 0) -> Iterator[None]:
                 b.copy_(b0)
 
 
-def _teacher_forced(model: Any, prompt_ids: list[int], answer: list[int]) -> tuple[float, float]:
+def _base_logprobs(model: Any, prompt_ids: list[int], answer: list[int]) -> torch.Tensor:
+    """The base model's (adapter off) next-token log-probs at each position of ``answer``,
+    teacher-forced after ``prompt_ids``: ``[len(answer), vocab]``, computed once and compared
+    with the adapter and each random twin."""
+    ids = torch.tensor([[*prompt_ids, *answer]], device=model.cfg.device)
+    with torch.no_grad(), adapter_off(model):
+        return torch.log_softmax(model.original_model(input_ids=ids).logits[0, -len(answer) - 1:-1].float(), -1)
+
+
+def _teacher_forced(model: Any, prompt_ids: list[int], answer: list[int],
+                    base: torch.Tensor | None = None) -> tuple[float, float]:
     """Teacher-forced on the base model's answer: the mean per-token KL(base ‖ adapted) of the
     next-token distributions, and the share of the answer's positions where both models' top
     token is the same. The second is the greedy-identity gate without its cascade: one early
-    flipped token fails a whole greedy answer, here it costs one position."""
-    hf, dev = model.original_model, model.cfg.device
-    ids = torch.tensor([[*prompt_ids, *answer]], device=dev)
+    flipped token fails a whole greedy answer, here it costs one position. ``base``: the base
+    model's log-probs from ``_base_logprobs`` (computed here when not given)."""
+    ids = torch.tensor([[*prompt_ids, *answer]], device=model.cfg.device)
     n = len(answer)
+    if base is None:
+        base = _base_logprobs(model, prompt_ids, answer)
     with torch.no_grad():
-        adapted = torch.log_softmax(hf(input_ids=ids).logits[0, -n - 1:-1].float(), -1)
-        with adapter_off(model):
-            base = torch.log_softmax(hf(input_ids=ids).logits[0, -n - 1:-1].float(), -1)
+        adapted = torch.log_softmax(model.original_model(input_ids=ids).logits[0, -n - 1:-1].float(), -1)
     kl = float((base.exp() * (base - adapted)).sum(-1).mean())
     return kl, float((base.argmax(-1) == adapted.argmax(-1)).float().mean())
 
@@ -133,8 +144,18 @@ def _reporting_share(texts: list[str]) -> float | None:
     return sum(map(reports_on_thoughts, texts)) / len(texts) if texts else None
 
 
-def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
-    """Measure the three gates on the trained (attached) adapter; figures, n and pass/fail."""
+def twin_seed(cfg_seed: int, k: int) -> int:
+    """The ``k``-th random twin's seed: the first is the training seed (as before there were
+    several), the others a thousand apart, so adapters trained on nearby seeds share no twin."""
+    return cfg_seed + 1000 * k
+
+
+def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1) -> dict[str, Any]:
+    """Measure the three gates on the trained (attached) adapter; figures, n and pass/fail.
+    ``twins``: how many random weight changes of the adapter's size to measure beside it (the
+    ``*_random`` readings are the first one's; ``replay_random_twins`` lists each one's)."""
+    if isinstance(twins, bool) or not isinstance(twins, int) or twins < 1:
+        raise ValueError(f"twins={twins!r}: want an integer >= 1 (how many random twins to measure)")
     from introspect.engine.run.decode import generate
 
     tok = model.tokenizer
@@ -144,27 +165,35 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig) -> dict[str, Any]:
     held = plan.replay_heldout
     prompts = [D.render(tok, r.conversation()) for r in held]
     gens = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
-    same, kls, replies, parts = 0, [], [], []
-    for r, p, g in zip(held, prompts, gens):
+    forced = [(list(p.ids), list(r.ids)) for r, p in zip(held, prompts)]
+    bases = [_base_logprobs(model, *f) for f in forced]  # once, for the adapter and every twin
+    same, replies, parts = 0, [], []
+    for r, g in zip(held, gens):
         ids = R.answer_ids(g, eos)
         same += ids == r.ids
         if ids != r.ids:
             parts.append(first_difference(ids, r.ids))
-        kls.append(_teacher_forced(model, list(p.ids), list(r.ids)))
         replies.append(g.text)
+    kls = [_teacher_forced(model, *f, base=b) for f, b in zip(forced, bases)]
     with adapter_off(model):  # the floor: the base model itself, decoded again in this batch
         again = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
     base_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, again))
-    with random_twin(model, cfg.seed):  # the matched control: a random weight change of the adapter's size
-        twin = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
-        twin_kls = [_teacher_forced(model, list(p.ids), list(r.ids)) for r, p in zip(held, prompts)]
-    twin_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, twin))
+    each = []
+    for k in range(twins):  # the matched control: random weight changes of the adapter's size
+        with random_twin(model, twin_seed(cfg.seed, k)):
+            twin = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
+            kl, top1 = _means([_teacher_forced(model, *f, base=b) for f, b in zip(forced, bases)])
+        twin_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, twin))
+        each.append({"seed": twin_seed(cfg.seed, k), "identical": twin_same / len(held) if held else None,
+                     "kl": kl, "top1": top1})
+    del bases
     out["replay_n"] = len(held)
     out["replay_identical"] = same / len(held) if held else None
     out["replay_identical_base"] = base_same / len(held) if held else None
-    out["replay_identical_random"] = twin_same / len(held) if held else None
+    out["replay_identical_random"] = each[0]["identical"]
     out["replay_kl"], out["replay_top1"] = _means(kls)
-    out["replay_kl_random"], out["replay_top1_random"] = _means(twin_kls)
+    out["replay_kl_random"], out["replay_top1_random"] = each[0]["kl"], each[0]["top1"]
+    out["replay_random_twins"] = each
     out["replay_first_difference_median"] = float(statistics.median(parts)) if parts else None
     # 2. detection phrases where nothing asks about thoughts: held-out replay and clean yes/no questions
     items = [*plan.gate_questions, *load_bias_items()]

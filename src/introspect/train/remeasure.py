@@ -17,10 +17,10 @@ from typing import Any
 from introspect.engine.load.adapters import AdapterError, check_scale, read_adapter, scale_lora
 
 
-def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None) -> dict[str, Any]:
-    """The three damage gates (``train.gates.damage_gates``) of the adapter at ``path`` times
-    ``scale``: its base model loaded (or ``model``, a fresh base model), the concept split and
-    vectors rebuilt from the recorded config and refused if they differ from the recorded split,
+def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None, twins: int = 1) -> dict[str, Any]:
+    """The three damage gates (``train.gates.damage_gates``, with ``twins`` random twins) of the
+    adapter at ``path`` times ``scale``: its base model loaded (or ``model``, a fresh base
+    model), the concept split and vectors rebuilt from the recorded config and refused if they differ from the recorded split,
     the replayed answers read from ``replay.json``. Returns the gates' figures plus ``scale`` and
     ``adapter_hash``."""
     from introspect.engine.load.models import load_model, model_info
@@ -32,6 +32,8 @@ def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None) -> d
     from introspect.train.plan import prepare
 
     scale = check_scale(scale)
+    if isinstance(twins, bool) or not isinstance(twins, int) or twins < 1:
+        raise AdapterError(f"twins={twins!r}: want an integer >= 1 (how many random twins to measure)")
     d = Path(path).expanduser()
     meta, state, _ = read_adapter(d)
     try:
@@ -55,4 +57,4 @@ def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None) -> d
     lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha, seed=cfg.seed)
     lora.load_adapter_state(model, state)
     scale_lora(model.original_model, scale)  # as load_model(adapter_scale=) does before merging
-    return {**damage_gates(model, plan, cfg), "scale": scale, "adapter_hash": meta["adapter_hash"]}
+    return {**damage_gates(model, plan, cfg, twins), "scale": scale, "adapter_hash": meta["adapter_hash"]}
