@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
       "between these edges in resid units (e.g. --bands 0.15 0.5 0.9 1.25)")
     a("--adapter-scale", type=float, default=1.0, metavar="S", help="with --gates: the adapter's weight change times S > 0")
     a("--twins", type=int, default=1, metavar="N", help="with --gates: measure N random weight changes of the "
-      "adapter's size beside it, not one (about 25 s more each on the default model, 2 CPU cores)")
+      "adapter's size beside it, not one (about 45 s more each on the default model, 2 CPU cores)")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
     return ap
