@@ -150,12 +150,18 @@ def twin_seed(cfg_seed: int, k: int) -> int:
     return cfg_seed + 1000 * k
 
 
+def check_twins(twins: Any) -> int:
+    """``twins`` if it is a count of random twins (an integer >= 1), else a one-line ValueError."""
+    if isinstance(twins, bool) or not isinstance(twins, int) or twins < 1:
+        raise ValueError(f"twins={twins!r}: want an integer >= 1 (how many random twins to measure)")
+    return twins
+
+
 def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1) -> dict[str, Any]:
     """Measure the three gates on the trained (attached) adapter; figures, n and pass/fail.
     ``twins``: how many random weight changes of the adapter's size to measure beside it (the
     ``*_random`` readings are the first one's; ``replay_random_twins`` lists each one's)."""
-    if isinstance(twins, bool) or not isinstance(twins, int) or twins < 1:
-        raise ValueError(f"twins={twins!r}: want an integer >= 1 (how many random twins to measure)")
+    check_twins(twins)
     from introspect.engine.run.decode import generate
 
     tok = model.tokenizer

@@ -20,20 +20,19 @@ from introspect.engine.load.adapters import AdapterError, check_scale, read_adap
 def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None, twins: int = 1) -> dict[str, Any]:
     """The three damage gates (``train.gates.damage_gates``, with ``twins`` random twins) of the
     adapter at ``path`` times ``scale``: its base model loaded (or ``model``, a fresh base
-    model), the concept split and vectors rebuilt from the recorded config and refused if they differ from the recorded split,
-    the replayed answers read from ``replay.json``. Returns the gates' figures plus ``scale`` and
-    ``adapter_hash``."""
+    model), the concept split and vectors rebuilt from the recorded config and refused if they
+    differ from the recorded split, the replayed answers read from ``replay.json``. Returns the
+    gates' figures plus ``scale`` and ``adapter_hash``."""
     from introspect.engine.load.models import load_model, model_info
     from introspect.train import lora
     from introspect.train import replay as R
     from introspect.train.config import TrainConfig
-    from introspect.train.gates import damage_gates
+    from introspect.train.gates import check_twins, damage_gates
     from introspect.train.loop import REPLAY
     from introspect.train.plan import prepare
 
     scale = check_scale(scale)
-    if isinstance(twins, bool) or not isinstance(twins, int) or twins < 1:
-        raise AdapterError(f"twins={twins!r}: want an integer >= 1 (how many random twins to measure)")
+    check_twins(twins)  # before the (slow) model load
     d = Path(path).expanduser()
     meta, state, _ = read_adapter(d)
     try:
