@@ -173,31 +173,29 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1) -> di
     gens = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
     forced = [(list(p.ids), list(r.ids)) for r, p in zip(held, prompts)]
     bases = [_base_logprobs(model, *f) for f in forced]  # once, for the adapter and every twin
-    same, replies, parts = 0, [], []
-    for r, g in zip(held, gens):
-        ids = R.answer_ids(g, eos)
-        same += ids == r.ids
-        if ids != r.ids:
-            parts.append(first_difference(ids, r.ids))
-        replies.append(g.text)
-    kls = [_teacher_forced(model, *f, base=b) for f, b in zip(forced, bases)]
+
+    def identical(answers: list[Any]) -> float | None:  # share of greedy answers equal to the base model's
+        return sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, answers)) / len(held) if held else None
+
+    def teacher_forced() -> tuple[float | None, float | None]:  # mean KL and top-1 of the weights now attached
+        return _means([_teacher_forced(model, *f, base=b) for f, b in zip(forced, bases)])
+
+    replies = [g.text for g in gens]
+    parts = [first_difference(ids, r.ids) for r, g in zip(held, gens) if (ids := R.answer_ids(g, eos)) != r.ids]
+    out["replay_kl"], out["replay_top1"] = teacher_forced()
     with adapter_off(model):  # the floor: the base model itself, decoded again in this batch
         again = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
-    base_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, again))
     each = []
-    for k in range(twins):  # the matched control: random weight changes of the adapter's size
-        with random_twin(model, twin_seed(cfg.seed, k)):
+    for seed in (twin_seed(cfg.seed, k) for k in range(twins)):  # the matched control: random changes of its size
+        with random_twin(model, seed):
             twin = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
-            kl, top1 = _means([_teacher_forced(model, *f, base=b) for f, b in zip(forced, bases)])
-        twin_same = sum(R.answer_ids(g, eos) == r.ids for r, g in zip(held, twin))
-        each.append({"seed": twin_seed(cfg.seed, k), "identical": twin_same / len(held) if held else None,
-                     "kl": kl, "top1": top1})
-    del bases
+            kl, top1 = teacher_forced()
+        each.append({"seed": seed, "identical": identical(twin), "kl": kl, "top1": top1})
+    bases.clear()  # up to ~0.44 GB of log-probs, not needed past here
     out["replay_n"] = len(held)
-    out["replay_identical"] = same / len(held) if held else None
-    out["replay_identical_base"] = base_same / len(held) if held else None
+    out["replay_identical"] = identical(gens)
+    out["replay_identical_base"] = identical(again)
     out["replay_identical_random"] = each[0]["identical"]
-    out["replay_kl"], out["replay_top1"] = _means(kls)
     out["replay_kl_random"], out["replay_top1_random"] = each[0]["kl"], each[0]["top1"]
     out["replay_random_twins"] = each
     out["replay_first_difference_median"] = float(statistics.median(parts)) if parts else None
