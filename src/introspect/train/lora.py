@@ -168,6 +168,7 @@ def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int
             inject_adapter_in_model(cfg, hf)
     finally:
         del hf.named_modules
+    _check_in_path(model)
     params = [p for n, p in model.original_model.named_parameters() if "lora_" in n]
     for n, p in model.original_model.named_parameters():
         p.requires_grad_("lora_" in n)
@@ -175,6 +176,22 @@ def attach(model: Any, layer: int, rank: int = 8, alpha: float = 16.0, seed: int
     model.introspect_lora_from = layer + 1
     model.introspect_lora_fused = (groups, out_rows)
     return params
+
+
+def _check_in_path(model: Any) -> None:
+    """Refuse an adapter the forward would not run. peft swaps each target for a wrapper on its HF
+    parent; a bridge component holding its own reference to the original map (GPT-2's ``attn.o``
+    is ``c_proj``, called on the bridge's eager attention path) keeps calling the unwrapped map, and
+    that LoRA would never get a gradient (checked after wrapping: one two-token pass)."""
+    from peft.tuners.lora import LoraLayer
+
+    wrapped = {n: m for n, m in model.original_model.named_modules() if isinstance(m, LoraLayer)}
+    missed = sorted(set(wrapped) - _called(model, wrapped))
+    if missed:
+        raise AdapterError(f"{len(missed)} of {len(wrapped)} adapter maps are never run by this model's forward "
+                           f"(e.g. {hf_name(missed[0])}): the bridge calls its own copy of that map on its "
+                           f"{getattr(model, 'introspect_attention', 'eager')} attention path; load the model with "
+                           "attention 'auto' or 'sdpa'")
 
 
 def first_adapted(model: Any) -> int | None:
