@@ -144,8 +144,8 @@ def test_gradients_reach_the_adapter_and_nothing_else(tiny_dir, words_file, tmp_
     attention through q/k/v maps it splits off ``query_key_value``, and their adapters are saved
     as one LoRA on that map (``train.fused``). Falcon asks for eager attention by name: under sdpa
     the bridge runs HF's own attention (``query_key_value``, nothing split), and whether Falcon may
-    switch to sdpa is decided by a heuristic transformers caches per class, which earlier tests in
-    the same process can leave either way (2 of 3 CI runs on 2026-12-03)."""
+    switch to sdpa is decided by a heuristic transformers caches per class (set by hand, it
+    reproduces this test's failure in 2 of 3 CI runs on 2026-12-03)."""
     import transformers
     from peft import PeftModel
 
