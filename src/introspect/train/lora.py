@@ -189,9 +189,9 @@ def _check_in_path(model: Any) -> None:
     missed = sorted(set(wrapped) - _called(model, wrapped))
     if missed:
         raise AdapterError(f"{len(missed)} of {len(wrapped)} adapter maps are never run by this model's forward "
-                           f"(e.g. {hf_name(missed[0])}): the bridge calls its own copy of that map on its "
-                           f"{getattr(model, 'introspect_attention', 'eager')} attention path; load the model with "
-                           "attention 'auto' or 'sdpa'")
+                           f"(e.g. {hf_name(missed[0])}): the bridge calls its own reference to the unwrapped map on "
+                           f"its {getattr(model, 'introspect_attention', 'eager')} attention path; load the model with "
+                           "attention 'auto' or 'sdpa', where HF's own attention runs")
 
 
 def first_adapted(model: Any) -> int | None:
