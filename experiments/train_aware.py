@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="share of replay rows with a training concept injected, their target the base model under the "
            "same injection: the adapted model keeps steering where it is not asked about thoughts")
     a("--replay-weight", type=float, default=d.replay_weight, help="loss weight of a replay row against a detection row")
+    a("--read-dims", type=int, default=d.read_dims,
+      help="each LoRA map reads only this many input directions: those injections and detection prompts move "
+           "and replay text leaves nearly empty (0: every direction; train.subspace)")
     a("--no-gates", action="store_true",
       help="skip the damage gates after training (replay identical to the base model, detection phrases, "
            "content answers under injection)")
@@ -171,7 +174,7 @@ def _config(args: argparse.Namespace, layer: int):
                        split=args.split, max_cos=args.max_cos, split_layer=args.split_layer, name_weight=args.name_weight,
                        decision_weight=args.decision_weight,
                        replay_steered=args.replay_steered, replay_weight=args.replay_weight,
-                       gates=not args.no_gates, mix=parse_mix(args.mix, RECIPES[args.recipe].get("mix")))
+                       read_dims=args.read_dims, gates=not args.no_gates, mix=parse_mix(args.mix, RECIPES[args.recipe].get("mix")))
 
 
 def main(argv: list[str] | None = None) -> int:

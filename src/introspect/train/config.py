@@ -51,6 +51,7 @@ class TrainConfig:
     split: str = "meaning"  # "meaning" (train.split) or "spelling" (the old plural-only rule)
     max_cos: float = S.MAX_COS  # meaning split: held-out words' cosine to every training word stays below
     split_layer: int | None = None  # meaning split: the layer whose vectors judge nearness (None: ``layer``)
+    read_dims: int = 0  # >0: each LoRA map reads only this many input directions, those injections move and replay text leaves empty (train.subspace)
 
     # Defaults that changed: a record written without the field was made with this value, not today's.
     PAST_DEFAULTS: ClassVar[dict[str, Any]] = {"replay_weight": 1.0}
@@ -93,6 +94,9 @@ class TrainConfig:
             bad.append(f"split must be one of {', '.join(S.RULES)}, got {self.split!r}")
         if isinstance(self.max_cos, bool) or not isinstance(self.max_cos, (int, float)) or not 0 < self.max_cos < 1:
             bad.append(f"max_cos must be in (0, 1), got {self.max_cos!r}")
+        rd = self.read_dims
+        if isinstance(rd, bool) or not isinstance(rd, int) or rd < 0:
+            bad.append(f"read_dims must be an integer >= 0 (0: every input direction), got {rd!r}")
         sl = self.split_layer
         if sl is not None and (isinstance(sl, bool) or not isinstance(sl, int) or sl < 0):
             bad.append(f"split_layer must be a layer index >= 0 or None (the trained layer), got {sl!r}")

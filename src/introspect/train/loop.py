@@ -32,6 +32,7 @@ from introspect.train import losses as LS
 from introspect.train import provenance as P
 from introspect.train import replay as R
 from introspect.train import split as S
+from introspect.train import subspace as SUB
 from introspect.train import trunk as T
 from introspect.train.config import TrainConfig, same_record  # noqa: F401  (TrainConfig re-exported)
 from introspect.train.gates import adapter_off, damage_gates
@@ -237,14 +238,15 @@ class Steps:
 
 def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | None, ckpt_path: Path, *,
               loss_at: Callable[[int], tuple[torch.Tensor, dict[str, Any]]], saved: dict[str, Any],
-              progress: bool = True) -> Steps:
+              progress: bool = True, constrain: Callable[[], None] | None = None) -> Steps:
     """Attach the LoRA (restored from ``ckpt``) and run steps up to ``cfg.steps``: ``lr_at``'s
     schedule, clipped AdamW, a log line per step (losses, wall seconds: a step's cost varies with
     its rows; a ``rows`` list from ``loss_at`` is kept as it is), an atomic checkpoint every ``checkpoint_every`` steps holding ``saved`` beside the
     adapter, optimiser, log and config; the log is written last.
 
     Why shared: the detection and self-knowledge adapters differ in their rows and loss
-    (``loss_at(step)``), not in how a step is taken, saved or resumed.
+    (``loss_at(step)``), not in how a step is taken, saved or resumed. ``constrain``: called after
+    attaching or restoring the adapter and after every step (``train.subspace.constrain``).
     """
     from tqdm.auto import tqdm
 
@@ -255,6 +257,8 @@ def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | Non
         lora.load_adapter_state(model, ckpt["adapter"])
         opt.load_state_dict(ckpt["optim"])
         start, stats.log = int(ckpt["step"]), list(ckpt["log"])
+    if constrain is not None:
+        constrain()
     bar = tqdm(total=cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True,
                file=sys.stderr, disable=not progress)
     loop_t0, cpu_t0 = time.perf_counter(), time.process_time()
@@ -268,6 +272,8 @@ def run_steps(model: Any, cfg: Any, stats: StepStats, ckpt: dict[str, Any] | Non
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        if constrain is not None:
+            constrain()
         stats.log.append({"step": step + 1, "loss": round(loss.item(), 5),
                           **{f"loss_{k}": round(v, 5) for k, v in parts.items()},
                           "seconds": round(time.perf_counter() - t_step, 3),
@@ -337,6 +343,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     atomic_write_text(out / S.SPLIT_FILE, json.dumps({**plan.split.to_dict(), "word_files": hashes, "layer": cfg.layer,
                                                   "split_layer": cfg.split_at,
                                                   "seed": cfg.seed}, indent=2) + "\n")
+    read = SUB.fit(model, plan, cfg, cfg.read_dims) if cfg.read_dims else None
     prep_s = time.perf_counter() - t0
     prefixes = T.Prefixes(cfg.layer) if cfg.share_trunk else None
 
@@ -352,7 +359,8 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     steps = run_steps(model, cfg, stats, ckpt, ckpt_path, loss_at=loss_at, progress=progress,
                       saved={"base_fingerprint": base_fp, "replay": replay["trained"],
                              "replay_heldout": replay["heldout"],
-                             "split": plan.split.identity(), "word_files": hashes})
+                             "split": plan.split.identity(), "word_files": hashes},
+                      constrain=(lambda: SUB.constrain(model, read[0])) if read else None)
     atomic_write_text(out / REPLAY, json.dumps(replay) + "\n")
     t_gates = time.perf_counter()
     gates = damage_gates(model, plan, cfg) if cfg.gates else None
@@ -361,7 +369,8 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
                "split": cfg.split, "n_dropped_concepts": len(plan.split.dropped),
                "n_replay": len(plan.replay), "n_replay_heldout": len(plan.replay_heldout),
                "replay_from_cache": plan.replay_cached,
-               "seconds_gates": round(time.perf_counter() - t_gates, 1), "damage_gates": gates}
+               "seconds_gates": round(time.perf_counter() - t_gates, 1), "damage_gates": gates,
+               **(read[1] if read else {})}
     meta = {"base_model": model_name or loadable_name(model), "base_name": info.name,
             "base_fingerprint": base_fp, "training": cfg.to_dict(),
             "train_concepts": plan.train, "heldout_concepts": plan.heldout, "split": plan.split.to_dict(),
