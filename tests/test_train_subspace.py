@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from introspect.engine.load.models import load_model
 from introspect.train import loop as L
@@ -48,8 +49,7 @@ def test_an_adapter_with_read_dims_reads_only_its_directions(tiny_dir, words_fil
     model2 = load_model(str(tiny_dir(family)))
     bases2, _ = SUB.fit(model2, L.prepare(model2, cfg), cfg, cfg.read_dims)
     L.lora.attach(model2, cfg.layer, cfg.rank, cfg.lora_alpha, seed=cfg.seed)
-    L.lora.load_adapter_state(model2, __import__("safetensors.torch").torch.load_file(
-        str(tmp_path / "a" / L.lora.WEIGHTS_FILE)))
+    L.lora.load_adapter_state(model2, load_file(str(tmp_path / "a" / L.lora.WEIGHTS_FILE)))
     n = 0
     for m in model2.original_model.modules():
         if isinstance(m, LoraLayer):

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
 RIDGE = 1e-4  # of the clean second moment's mean eigenvalue: directions emptier than this count as this empty
 FIT_STEPS = 12  # training steps' rows the fit reads (their detection rows twice: clean and injected)
-LEAVE_ITEMS = 400  # trained replay items whose inputs are what to leave alone: a 40-row sample of a
-# 1,536-wide input looked emptier in its own rows than on other replay text (0.003 vs 0.010 at k = 64)
+LEAVE_ITEMS = 400  # trained replay items whose inputs are what to leave alone: a 36-row sample (the first
+# version) of a 1,536-wide input looked emptier in its own rows than on other replay text (0.003 vs 0.010 at k = 64)
 
 
 class _Moments:
