@@ -36,7 +36,7 @@ from introspect.train import subspace as SUB
 from introspect.train import trunk as T
 from introspect.train.config import TrainConfig, same_record  # noqa: F401  (TrainConfig re-exported)
 from introspect.train.gates import adapter_off, damage_gates
-from introspect.train.plan import Plan, prepare, spec_for  # noqa: F401  (the loop's inputs; tests use them from here)
+from introspect.train.plan import Plan, prepare, spec_for, step_rows  # noqa: F401  (the loop's inputs; tests use them from here)
 from introspect.train.resume import check_resume, word_files
 
 MIN_PREFIX = 8  # shorter shared preambles are not worth a separate pass
@@ -348,12 +348,7 @@ def train(model: Any, cfg: TrainConfig, out: Path | str, *, progress: bool = Tru
     prefixes = T.Prefixes(cfg.layer) if cfg.share_trunk else None
 
     def loss_at(step: int) -> tuple[torch.Tensor, dict[str, Any]]:
-        rows = D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
-                               phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
-                               replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix,
-                               siblings=plan.siblings, questions=plan.questions,
-                               replay_steered=cfg.replay_steered)
-        return step_loss(model, plan, cfg, rows, stats=stats, prefixes=prefixes)
+        return step_loss(model, plan, cfg, step_rows(plan, cfg, step), stats=stats, prefixes=prefixes)
 
     replay = replay_json(plan)
     steps = run_steps(model, cfg, stats, ckpt, ckpt_path, loss_at=loss_at, progress=progress,

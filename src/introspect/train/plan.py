@@ -134,6 +134,15 @@ def prepare(model: Any, cfg: TrainConfig, *,
                 nearest_siblings(vectors, train), cached)
 
 
+def step_rows(plan: Plan, cfg: TrainConfig, step: int) -> list[D.Example]:
+    """Training step ``step``'s rows, drawn from the plan as the config says (the loop trains on
+    them; ``train.subspace`` fits the adapter's read directions on the same rows)."""
+    return D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
+                           phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
+                           replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix,
+                           siblings=plan.siblings, questions=plan.questions, replay_steered=cfg.replay_steered)
+
+
 def spec_for(ex: D.Example, enc: D.Encoded, plan: Plan, layer: int) -> InjectionSpec | None:
     """The injection of a row: a concept, an isotropic random direction (``gaussian``), one
     with the concept vectors' per-coordinate variances (``matched``) or a random mixture of the

@@ -82,7 +82,7 @@ def fit(model: Any, plan: Plan, cfg: TrainConfig, k: int, steps: int = FIT_STEPS
     leaves empty need not be empty (k random directions of d hold k/d of any energy).
     Runs before ``lora.attach`` (it hooks the plain maps)."""
     from introspect.engine.run.inject import injecting
-    from introspect.train.plan import spec_for
+    from introspect.train.plan import spec_for, step_rows
 
     hf = model.original_model
     names = lora.target_modules(model, range(cfg.layer + 1, int(model.cfg.n_layers)))
@@ -118,11 +118,7 @@ def fit(model: Any, plan: Plan, cfg: TrainConfig, k: int, steps: int = FIT_STEPS
                 moments[n].add("leave_heldout", x)
         for step in range(2 * steps):  # the second half: rows the fit did not read (a reading only)
             shift, prompt = ("shift", "prompt") if step < steps else ("shift_unseen", "prompt_unseen")
-            rows = D.step_examples(step, seed=cfg.seed, batch_size=cfg.batch_size, train=plan.train,
-                                   phrasings=cfg.phrasings, strength=cfg.strength, n_trials=cfg.n_trials,
-                                   replay_frac=cfg.replay_frac, n_replay=len(plan.replay), mix=cfg.mix,
-                                   siblings=plan.siblings, questions=plan.questions)
-            for ex in rows:
+            for ex in step_rows(plan, cfg, step):
                 if ex.kind == "replay":
                     continue
                 enc = D.encode(model.tokenizer, ex, plan.replay)
