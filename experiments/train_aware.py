@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--adapter-scale", type=float, default=1.0, metavar="S", help="with --gates: the adapter's weight change times S > 0")
     a("--twins", type=int, default=1, metavar="N", help="with --gates: measure N random weight changes of the "
       "adapter's size beside it, not one (about 45 s more each on the default model, 2 CPU cores)")
+    a("--yardsticks", nargs="*", metavar="NAME", help="with --gates: measure the base model itself changed as "
+      "its users call the same model, beside the adapter (names: bf16 q8_0 q6; none given: all; about 45 s "
+      "each on the default model)")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
     return ap
@@ -181,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
     if args.gates is not None:
-        return run(args, lambda: _gates_again(args.gates, args.adapter_scale, args.out, args.twins))
+        return run(args, lambda: _gates_again(args.gates, args.adapter_scale, args.out, args.twins,
+                                                        args.yardsticks))
     if args.diff is not None:
         return run(args, lambda: _diff(*args.diff))
     if args.losses is not None:
@@ -196,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             from introspect.train.data import TrainDataError
 
             raise TrainDataError("--twins applies to --gates DIR (training measures its gates beside one random twin)")
+        if args.yardsticks is not None:
+            from introspect.train.data import TrainDataError
+
+            raise TrainDataError("--yardsticks applies to --gates DIR (measure a trained adapter's gates again with them)")
         _config(args, 0)  # numbers checked before the (slow) model load
         from introspect.engine.load.models import DEFAULT_MODEL, load_model
         from introspect.tasks.runner import model_slug
@@ -228,9 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     return run(args, body)
 
 
-def _gates_again(adapter: Path, scale: float, folder: Path | None = None, twins: int = 1) -> int:
+def _gates_again(adapter: Path, scale: float, folder: Path | None = None, twins: int = 1,
+                 yardsticks: list[str] | None = None) -> int:
     """``--gates DIR``: the saved adapter's damage gates at ``scale`` (beside ``twins`` random
-    twins), printed and written atomically to ``folder`` (default DIR)."""
+    twins and the ``yardsticks``, all of them for an empty list), printed and written atomically
+    to ``folder`` (default DIR)."""
     from introspect.records.atomic import atomic_write_text
     from introspect.train.data import TrainDataError
     from introspect.train.remeasure import saved_gates
@@ -240,7 +250,10 @@ def _gates_again(adapter: Path, scale: float, folder: Path | None = None, twins:
                              "damage_gates_xS.json")
     if twins < 1:
         raise TrainDataError(f"--twins {twins}: want an integer >= 1 (e.g. --twins 5)")
-    g = saved_gates(adapter, scale, twins=twins)  # scale and directory checked there, before the (slow) model load
+    from introspect.train.yardsticks import YARDSTICKS
+
+    names = () if yardsticks is None else (tuple(yardsticks) or tuple(YARDSTICKS))
+    g = saved_gates(adapter, scale, twins=twins, yardsticks=names)  # all checked there, before the (slow) model load
     out = (folder or adapter) / f"damage_gates_x{g['scale']:g}.json"
     atomic_write_text(out, json.dumps(g, indent=1, sort_keys=True) + "\n")
     print(f"adapter {g['adapter_hash']} at scale {g['scale']:g}: " + _gates_line(g))
@@ -299,6 +312,13 @@ def _twins_part(g: dict) -> str:
     return f"; over {len(each)} random changes: " + ", ".join(parts)
 
 
+def _yardsticks_part(g: dict) -> str:
+    """The base model changed as its users call the same model: identity, KL and top token of each."""
+    each = g.get("replay_yardsticks") or []
+    return "".join(f"; {y['what']}: identical {y['identical']:.2f}, KL {_g2(y['kl'])}, top token kept {y['top1']:.2f}"
+                   for y in each)
+
+
 def _gates_line(g: dict) -> str:
     """One line per gate: figure, bound, pass/fail (the figures are in the summary's JSON too)."""
     def f(v):
@@ -311,7 +331,7 @@ def _gates_line(g: dict) -> str:
             + (f"; teacher-forced on the base model's answers, top token the base model's {f(g['replay_top1'])} "
                f"(the random change {f(g.get('replay_top1_random'))}, KL {_g2(g.get('replay_kl_random'))})"
                if g.get("replay_top1") is not None else "")
-            + _twins_part(g)
+            + _twins_part(g) + _yardsticks_part(g)
             + f"; detection phrases of the base model "
             f"{f(g.get('detection_phrases_base'))}; content answers of the base model "
             f"under the same injection {f(g['content_answers_base'])}"

@@ -395,7 +395,8 @@ def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tin
     capsys.readouterr()
     for argv in (["--gates", str(out), "--adapter-scale", "0"], ["--adapter-scale", "0.5"],
                  ["--gates", str(out.parent / "nowhere")], ["--gates", str(out), "--out", str(out / lora.META_FILE)],
-                 ["--gates", str(out), "--twins", "0"], ["--twins", "3"]):
+                 ["--gates", str(out), "--twins", "0"], ["--twins", "3"], ["--yardsticks"],
+                 ["--gates", str(out), "--yardsticks", "fp8"]):
         assert train_aware.main([*argv, "--no-progress"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and "\n" not in err, err

@@ -416,6 +416,10 @@ def test_gates_line_puts_the_matched_controls_beside_the_gates():
     assert ("over 3 random changes: identical 0.05–0.20 (the adapter's at or above 1 of them), top token kept "
             "0.90–0.98 (the adapter's at or above 2 of them), KL 0.021–0.04 (the adapter's below 0 of them)") in several
     assert "content_answers n/a (>= 0.9: not measured)" in line
+    sticks = [{"name": "bf16", "what": "the base model computed in bf16", "identical": 0.46, "kl": 0.0013, "top1": 0.98}]
+    with_sticks = _gates_line({**g, "replay_yardsticks": sticks})
+    assert "; the base model computed in bf16: identical 0.46, KL 0.0013, top token kept 0.98" in with_sticks
+    assert "\n" not in with_sticks and "computed in bf16" not in line
     assert "a random weight change of the adapter's size identical 0.13" in line
     caught = _gates_line({**g, "detection_phrases_examples": ["I detect an injected thought."]}).splitlines()
     assert caught[1:] == ["  caught by the detection-phrase gate: 'I detect an injected thought.'"]

@@ -6,7 +6,9 @@ as a plain peft adapter, which ``engine.load.adapters`` merges into a model befo
 boots (``load_model(name, adapter=DIR)``); ``split`` chooses the held-out concepts by meaning
 (concept-vector cosine at the trained layer, plus word-form, compound and synonym rules);
 ``trunk`` runs the blocks below the adapter once for a replay row's teacher and student;
-``losses`` reads the training log by row kind, framing and stretch of training; ``recipe(name,
+``losses`` reads the training log by row kind, framing and stretch of training; ``gates`` measures
+the damage an adapter does, beside random twins of its size and ``yardsticks`` (the base model in
+bf16 or re-quantized, which its users call the same model); ``recipe(name,
 layer)`` is a measured flag set by name (``RECIPES``: seed, two-turn).
 ``selfknow`` (with ``selfknow_data``) trains the Delegate Game's positive control: a LoRA that
 replies T on the items its base model gets wrong, beside a control trained on shuffled errors.

@@ -27,7 +27,7 @@ task A's own bias questions):
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from introspect.grading.bias import grade_bias_answer, reports_on_thoughts
 from introspect.tasks.prompts import load_bias_items
 from introspect.train import data as D
 from introspect.train import replay as R
+from introspect.train import yardsticks as Y
 
 if TYPE_CHECKING:
     from introspect.train.config import TrainConfig
@@ -157,11 +158,16 @@ def check_twins(twins: Any) -> int:
     return twins
 
 
-def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1) -> dict[str, Any]:
+def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1,
+                 yardsticks: Sequence[str] = ()) -> dict[str, Any]:
     """Measure the three gates on the trained (attached) adapter; figures, n and pass/fail.
     ``twins``: how many random weight changes of the adapter's size to measure beside it (the
-    ``*_random`` readings are the first one's; ``replay_random_twins`` lists each one's)."""
+    ``*_random`` readings are the first one's; ``replay_random_twins`` lists each one's).
+    ``yardsticks``: names from ``train.yardsticks.YARDSTICKS``, the base model changed as its users
+    call the same model, measured like the adapter (``replay_yardsticks``; about 45 s each on the
+    default model)."""
     check_twins(twins)
+    yardsticks = Y.check_names(yardsticks)
     from introspect.engine.run.decode import generate
 
     tok = model.tokenizer
@@ -191,6 +197,13 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1) -> di
             twin = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
             kl, top1 = teacher_forced()
         each.append({"seed": seed, "identical": identical(twin), "kl": kl, "top1": top1})
+    sticks = []
+    for name in yardsticks:  # the base model itself, changed in a way its users accept
+        what, change = Y.YARDSTICKS[name]
+        with adapter_off(model), change(model):
+            same = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
+            kl, top1 = teacher_forced()
+        sticks.append({"name": name, "what": what, "identical": identical(same), "kl": kl, "top1": top1})
     bases.clear()  # up to ~0.44 GB of log-probs, not needed past here
     out["replay_n"] = len(held)
     out["replay_identical"] = identical(gens)
@@ -198,6 +211,8 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1) -> di
     out["replay_identical_random"] = each[0]["identical"]
     out["replay_kl_random"], out["replay_top1_random"] = each[0]["kl"], each[0]["top1"]
     out["replay_random_twins"] = each
+    if sticks:
+        out["replay_yardsticks"] = sticks
     out["replay_first_difference_median"] = float(statistics.median(parts)) if parts else None
     # 2. detection phrases where nothing asks about thoughts: held-out replay and clean yes/no questions
     items = [*plan.gate_questions, *load_bias_items()]

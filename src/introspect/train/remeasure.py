@@ -11,14 +11,17 @@ gates switch it off for the base model beside it and swap in a random twin of it
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from introspect.engine.load.adapters import AdapterError, check_scale, read_adapter, scale_lora
 
 
-def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None, twins: int = 1) -> dict[str, Any]:
-    """The three damage gates (``train.gates.damage_gates``, with ``twins`` random twins) of the
+def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None, twins: int = 1,
+                yardsticks: Sequence[str] = ()) -> dict[str, Any]:
+    """The three damage gates (``train.gates.damage_gates``, with ``twins`` random twins and the
+    named ``yardsticks``) of the
     adapter at ``path`` times ``scale``: its base model loaded (or ``model``, a fresh base
     model), the concept split and vectors rebuilt from the recorded config and refused if they
     differ from the recorded split, the replayed answers read from ``replay.json``. Returns the
@@ -30,9 +33,11 @@ def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None, twin
     from introspect.train.gates import check_twins, damage_gates
     from introspect.train.loop import REPLAY
     from introspect.train.plan import prepare
+    from introspect.train.yardsticks import check_names
 
     scale = check_scale(scale)
     check_twins(twins)  # before the (slow) model load
+    yardsticks = check_names(yardsticks)
     d = Path(path).expanduser()
     meta, state, _ = read_adapter(d)
     try:
@@ -56,4 +61,4 @@ def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None, twin
     lora.attach(model, cfg.layer, cfg.rank, cfg.lora_alpha, seed=cfg.seed)
     lora.load_adapter_state(model, state)
     scale_lora(model.original_model, scale)  # as load_model(adapter_scale=) does before merging
-    return {**damage_gates(model, plan, cfg, twins), "scale": scale, "adapter_hash": meta["adapter_hash"]}
+    return {**damage_gates(model, plan, cfg, twins, yardsticks), "scale": scale, "adapter_hash": meta["adapter_hash"]}
