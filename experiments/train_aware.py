@@ -314,8 +314,10 @@ def _twins_part(g: dict) -> str:
 
 def _yardsticks_part(g: dict) -> str:
     """The base model changed as its users call the same model: identity, KL and top token of each."""
+    def f(v):
+        return "n/a" if v is None else f"{v:.2f}"
     each = g.get("replay_yardsticks") or []
-    return "".join(f"; {y['what']}: identical {y['identical']:.2f}, KL {_g2(y['kl'])}, top token kept {y['top1']:.2f}"
+    return "".join(f"; {y['what']}: identical {f(y['identical'])}, KL {_g2(y['kl'])}, top token kept {f(y['top1'])}"
                    for y in each)
 
 

@@ -420,6 +420,8 @@ def test_gates_line_puts_the_matched_controls_beside_the_gates():
     with_sticks = _gates_line({**g, "replay_yardsticks": sticks})
     assert "; the base model computed in bf16: identical 0.46, KL 0.0013, top token kept 0.98" in with_sticks
     assert "\n" not in with_sticks and "computed in bf16" not in line
+    none = _gates_line({**g, "replay_yardsticks": [{**sticks[0], "identical": None, "kl": None, "top1": None}]})
+    assert "computed in bf16: identical n/a, KL n/a, top token kept n/a" in none  # no held-out replay items
     assert "a random weight change of the adapter's size identical 0.13" in line
     caught = _gates_line({**g, "detection_phrases_examples": ["I detect an injected thought."]}).splitlines()
     assert caught[1:] == ["  caught by the detection-phrase gate: 'I detect an injected thought.'"]

@@ -23,15 +23,17 @@ BLOCK = 32  # GGUF's block length along a weight's input dimension (Q8_0, Q4_0, 
 
 def quantize_roundtrip(w: torch.Tensor, bits: int, block: int = BLOCK) -> torch.Tensor:
     """``w`` ([out, in]) quantized symmetrically to ``bits`` in blocks of ``block`` along its input
-    and dequantized: scale = block absmax / (2^(bits-1) - 1), integers clamped to the signed range.
-    With bits = 8 this is llama.cpp's Q8_0. A row whose length ``block`` does not divide is one block."""
+    and dequantized: scale d = block absmax / (2^(bits-1) - 1), integers round(x / d) clamped to the
+    signed range, and d stored in fp16 as GGUF stores it, so the weight read back is the integer
+    times fp16(d). With bits = 8 this is llama.cpp's Q8_0 (``quantize_row_q8_0_ref``). A row whose
+    length ``block`` does not divide is one block."""
     x = w.detach().float()
     b = block if x.shape[-1] % block == 0 else x.shape[-1]
     x = x.reshape(-1, b)
     qmax = 2 ** (bits - 1) - 1
     d = x.abs().amax(1, keepdim=True) / qmax
-    q = torch.where(d > 0, (x / d.clamp_min(1e-30)).round().clamp(-qmax - 1, qmax) * d, x)
-    return q.reshape(w.shape).to(w.dtype)
+    q = (x / d.clamp_min(1e-30)).round().clamp(-qmax - 1, qmax) * d.half().float()
+    return torch.where(d > 0, q, x).reshape(w.shape).to(w.dtype)
 
 
 def base_linears(model: Any) -> list[torch.nn.Module]:
