@@ -296,6 +296,11 @@ def _g2(v: float | None) -> str:
     return "n/a" if v is None else format(v, ".2g")
 
 
+def _p2(v: float | None) -> str:
+    """A share in the gates line: two decimals, or n/a."""
+    return "n/a" if v is None else f"{v:.2f}"
+
+
 def _twins_part(g: dict) -> str:
     """With several random twins: each reading's range over them and where the adapter's falls."""
     each = g.get("replay_random_twins") or []
@@ -314,17 +319,14 @@ def _twins_part(g: dict) -> str:
 
 def _yardsticks_part(g: dict) -> str:
     """The base model changed as its users call the same model: identity, KL and top token of each."""
-    def f(v):
-        return "n/a" if v is None else f"{v:.2f}"
     each = g.get("replay_yardsticks") or []
-    return "".join(f"; {y['what']}: identical {f(y['identical'])}, KL {_g2(y['kl'])}, top token kept {f(y['top1'])}"
+    return "".join(f"; {y['what']}: identical {_p2(y['identical'])}, KL {_g2(y['kl'])}, top token kept {_p2(y['top1'])}"
                    for y in each)
 
 
 def _gates_line(g: dict) -> str:
     """One line per gate: figure, bound, pass/fail (the figures are in the summary's JSON too)."""
-    def f(v):
-        return "n/a" if v is None else f"{v:.2f}"
+    f = _p2
     marks = {True: "pass", False: "FAIL", None: "not measured"}
     return ("damage gates: " + "; ".join(f"{k} {f(g[k])} ({g['gates'][k]}: {marks[g['passed'][k]]})" for k in g["passed"])
             + f"; replay KL to the base model {_g2(g['replay_kl'])} nats/token over {g['replay_n']} held-out prompts, "

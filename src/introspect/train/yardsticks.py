@@ -65,18 +65,16 @@ def base_linears(model: Any) -> list[torch.nn.Module]:
 def requantized(model: Any, bits: int) -> Iterator[None]:
     """The base model's linear weights (``base_linears``) re-quantized to ``bits`` for as long as
     the block runs, restored exactly afterwards."""
-    from transformers.pytorch_utils import Conv1D
+    from introspect.train.fused import out_by_in
 
     if not 2 <= int(bits) <= 16:
         raise ValueError(f"bits={bits}: want an integer from 2 to 16 (8 is Q8_0)")
     saved = []
     with torch.no_grad():
         for m in base_linears(model):
-            w = m.weight
-            saved.append((w, w.detach().clone()))
-            oi = w.t() if isinstance(m, Conv1D) else w  # blocks run along the input dimension
-            q = quantize_roundtrip(oi, int(bits))
-            w.copy_(q.t() if isinstance(m, Conv1D) else q)
+            saved.append((m.weight, m.weight.detach().clone()))
+            oi = out_by_in(m)  # a view of the weight as [out, in]: blocks run along the input dimension
+            oi.copy_(quantize_roundtrip(oi, int(bits)))
     try:
         yield
     finally:
@@ -90,7 +88,7 @@ def computed_in(model: Any, dtype: torch.dtype) -> Iterator[None]:
     """The whole model (weights, buffers such as rotary frequencies, and so its activations) cast to
     ``dtype`` for as long as the block runs; afterwards every parameter and buffer is its own
     original tensor again (the very storage: casting back would keep the rounding, and even an
-    exact copy at another address can move a logit by 1e-7 through another kernel path)."""
+    exact copy at another address moved a log-prob by 5e-7 on a tiny model, through another kernel path)."""
     hf = model.original_model
     params = [(p, p.data) for p in hf.parameters()]  # casting gives each a new tensor; these stay untouched
     buffers = [(mod, name, b) for mod in hf.modules() for name, b in mod._buffers.items() if b is not None]
