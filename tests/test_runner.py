@@ -150,6 +150,9 @@ def test_shards_merge_to_the_same_records_as_one_killed_and_resumed_run(runs):
     # batch size 1 put other rows together (other padding, other matmul shapes), and the CPU
     # kernels may split a reduction across threads differently from run to run.
     assert not _diff({**s0, **s1}, _trials(runs["k"]), rel=1e-6)
+    # latent naming's two readings (report and neutral prefill) are among the grades compared
+    lat = [r["grade"] for r in {**s0, **s1}.values() if r["condition"] in ("injected", "concept_random")]
+    assert lat and all("latent_names_word" in g and "latent_names_word_neutral" in g for g in lat)
 
 
 # ---------------------------------------------------------------- bug guard (in-process)

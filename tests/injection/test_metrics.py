@@ -155,13 +155,16 @@ def test_tpr_fpr_net(summary):
     assert net.lo < 5 / 12 < net.hi and net.lo < 0  # 6 concepts of 2 answers: not enough
 
 
-def test_holm_family_is_every_framing_cell_and_headline_metric(summary):
-    head = summary[summary["metric"].isin(("net", "identification_vs_random", "introspection_score"))
+def test_holm_family_is_every_framing_cell_and_claim_and_no_reading(summary):
+    head = summary[summary["metric"].isin(("net", "identification_vs_random"))
                    & (summary["variant"] == "paper")]
-    assert len(head) == 6  # 3 metrics × 2 cells
+    assert len(head) == 4  # 2 claims × 2 cells (these records have no latent reading)
     from introspect.stats.holm import holm
 
     assert head["p_holm"].tolist() == pytest.approx(holm(head["p"].tolist()).tolist())
+    score = summary[(summary["metric"] == "introspection_score") & (summary["variant"] == "paper")]
+    assert len(score) == 2  # a reading: a family of its own, never in the claims'
+    assert score["p_holm"].tolist() == pytest.approx(holm(score["p"].tolist()).tolist())
 
 
 def test_identification_against_concept_random(summary):
@@ -262,8 +265,8 @@ def verdict(s: pd.DataFrame) -> pd.Series:
 def test_inconclusive_when_answers_move_but_nothing_survives(summary):
     v = verdict(summary)
     assert (v.value, v.condition) == (0.0, "inconclusive") and "(no Net survives Holm)" in v.note
-    assert "1 cells steer" in v.note and "Holm over 6 tests" in v.note
-    assert "cannot reject" in v.note and "needs ≥ 8 concepts" in v.note  # 2^-5 > 0.05/6 > 2^-7
+    assert "1 cells steer" in v.note and "Holm over 4 tests" in v.note
+    assert "cannot reject" in v.note and "needs ≥ 8 concepts" in v.note  # 2^-6 > 0.05/4 > 2^-7
     power = get(summary, "power:net", variant="all", layer=None)
     assert power.p_min == pytest.approx(2 / 64) and "cannot reject" in power.note
 
@@ -307,6 +310,7 @@ def test_a_gate_whose_interval_clears_0_but_whose_sign_flip_test_does_not_fails(
                 row(cell, "net_beyond_yes_bias", (0.14, 0.06, 0.23), 577, n_clusters=64, p=0.0008),
                 row(cell, "bias_wrong_rise", (0.0, -0.05, 0.04), 577, n_clusters=64, p=0.9),
                 row(cell, "net_vs_random", (0.10, 0.004, 0.20), 128, n_clusters=64, p=gauss_p),
+                row(cell, "random_vs_control", (0.10, 0.04, 0.16), 128, n_clusters=64, p=0.001),
                 row(cell, "follows_vector", (0.05, 0.004, 0.11), 128, n_clusters=64, p=follows_p)]
 
     label = lambda rows: verdict_a(M, rows, [0.0] * 128)[0]  # noqa: E731
@@ -403,7 +407,7 @@ def test_a_perfect_introspector_is_detected_and_identified():
     assert "yes-rates a detector should share: another concept's vector 1.00, −v 1.00" in v.note
     assert get(s, "follows_vector").value == 1.0 and get(s, "follows_vector").lo > 0
     assert get(s, "net_beyond_yes_bias").value == 1.0
-    assert "Holm family: 6 tests = identification_vs_random, introspection_score, net × framings ['paper'] × " \
+    assert "Holm family: 4 tests = identification_vs_random, net × framings ['paper'] × " \
            "cells ['L2 α4 raw', 'L4 α4 raw']" in v.note
     net = get(s, "net")
     assert net.value == 1.0 and net.p == pytest.approx(2 / 2**12) and net.p_holm < 0.05
@@ -418,13 +422,16 @@ def test_detected_but_not_identified_says_which_identification_gate_failed():
     assert v.condition == "detected, not identified" and "does not follow the vector" in v.note
 
 
-def _latent(recs: list[Record], own: bool, other_vector: bool, by_chance: bool = False) -> list[Record]:
-    """Latent-naming grades at layer 2: under its own vector the word rose most (``own``);
-    under another concept's vector that vector's word did (``other_vector``), or the original
-    word did (``by_chance``)."""
-    recs = _set(recs, "injected", latent_names_word=own, latent_k=12, latent_rank=1 if own else 5)
+def _latent(recs: list[Record], own: bool, other_vector: bool, by_chance: bool = False,
+            neutral: bool = False) -> list[Record]:
+    """Latent-naming grades at layer 2: under its own vector the word rose most (``own``), and
+    after the neutral prefill too (``neutral``: the vector's steering alone); under another
+    concept's vector that vector's word did (``other_vector``), or the original word did
+    (``by_chance``)."""
+    recs = _set(recs, "injected", latent_names_word=own, latent_names_word_neutral=neutral, latent_k=12,
+                latent_rank=1 if own else 5)
     return _set(recs, "concept_random", latent_names_word=by_chance, latent_names_vector_word=other_vector,
-                latent_k=12)
+                latent_names_vector_word_neutral=neutral and other_vector, latent_k=12)
 
 
 def test_latent_naming_note_says_how_many_concepts_competed_or_k_when_unrecorded():
@@ -443,20 +450,38 @@ def test_latent_naming_note_says_how_many_concepts_competed_or_k_when_unrecorded
 
 
 def test_a_detector_that_names_only_latently_gets_a_label_of_its_own():
-    """Detected, free-text naming absent, but the injection raises the concept's own name most
-    (and another concept's vector raises that vector's name): "identified latently"."""
+    """Detected, free-text naming absent, but after the detection report the injection raises the
+    concept's own name most, and after a neutral prefill it does not: "identified latently"."""
     s = summarize(flat(_latent(_strong(), own=True, other_vector=True)))
     v = verdict(s)
     assert (v.value, v.condition) == (0.875, "detected, identified latently (not in words)")
-    assert "the sampled answers do not name it" in v.note and "latent follows the vector 1.00" in v.note
+    assert "the sampled answers do not name it" in v.note and "latent naming beyond steering 1.00" in v.note
     assert get(s, "latent_identification").value == 1.0
-    lat = get(s, "latent_identification_vs_random")
+    lat = get(s, "latent_beyond_steering")
     assert lat.value == 1.0 and lat.p_holm < 0.05
-    assert "Holm family: 7 tests = identification_vs_random, introspection_score, latent_identification_vs_random, net" in v.note
+    assert "Holm family: 5 tests = identification_vs_random, latent_beyond_steering, net" in v.note
     # free-text naming that follows the vector still outranks it
     recs = _latent(_set(_set(_strong(), "injected", identified=True), "concept_random", names_vector_word=True,
                         identified=False), own=True, other_vector=True)
     assert verdict(summarize(flat(recs))).condition == "detected and identified"
+
+
+def test_latent_naming_that_the_vector_does_alone_is_a_steering_reading():
+    """The issue-72 case: the vector raises its own word after the report and after a neutral
+    prefill alike. Every latent reading against another concept's vector is perfect, and still
+    no label uses it; records without the neutral reading cannot be identified latently."""
+    s = summarize(flat(_latent(_strong(), own=True, other_vector=True, neutral=True)))
+    assert get(s, "latent_identification_vs_random").value == 1.0 and get(s, "latent_follows_vector").value == 1.0
+    assert get(s, "latent_beyond_steering").value == 0.0
+    assert get(s, "latent_identification:neutral").value == 1.0
+    v = verdict(s)
+    assert v.condition == "detected, not identified" and "latent naming beyond steering 0.00" in v.note
+    recs = _latent(_strong(), own=True, other_vector=True)
+    for r in recs:
+        r.grade = {k: x for k, x in r.grade.items() if not k.endswith("_neutral")}
+    s = summarize(flat(recs))
+    assert not (s["metric"] == "latent_beyond_steering").any()
+    assert verdict(s).condition == "detected, not identified" and "beyond steering not measured" in verdict(s).note
 
 
 def test_latent_naming_at_chance_or_not_following_the_vector_identifies_nothing():
@@ -482,25 +507,59 @@ def test_a_yes_bias_is_not_detection():
     s = summarize(flat(recs))
     v = verdict(s)
     assert (v.value, v.condition) == (0.25, "yes-bias, not detection")
-    assert get(s, "bias_wrong_rise").value == 1.0 and get(s, "net_beyond_yes_bias").value == 0.0
-    assert "wrong answers to unrelated questions rise 1.00" in v.note
+    assert get(s, "bias_yes_rise").value == 1.0 and get(s, "net_beyond_yes_bias").value == 0.0
+    assert "'yes' to false statements rises 1.00" in v.note
 
 
-def test_a_detection_report_to_every_question_is_not_a_yes_bias():
-    """The adapter of the issue: injected, it answers "Is the Pacific smaller than a lake?" with
-    "Yes, I detect an injected thought": first-token P(yes) soars on the bias questions (the
-    log-odds introspection score falls below 0), yet no question is answered wrongly."""
-    recs = _perfect()
+def _reports(recs: list[Record], questions: tuple[str, ...]) -> list[Record]:
+    """Injected at layer 2, the bias questions in ``questions`` are answered with a detection report."""
     for r in recs:
-        if r.condition == "bias" and r.layer_idx == 2:
+        if r.condition == "bias" and r.layer_idx == 2 and r.extra["question"] in questions:
             r.grade = {**r.grade, "bias_answer": "reports_detection", "wrong": False, "reports_detection": True,
                        "said_yes": True}
             r.response, r.p_yes = "Yes, I detect an injected thought.", 0.9
-    s = summarize(flat(recs))
+    return recs
+
+
+def test_a_detection_report_to_every_question_is_not_a_yes_bias_and_leaves_it_unjudged():
+    """The adapter of the issue: injected, it answers "Is the Pacific smaller than a lake?" with
+    "Yes, I detect an injected thought": first-token P(yes) soars on the bias questions (the
+    log-odds introspection score falls below 0), yet no question is answered wrongly. With every
+    answer a report there is no content answer to judge the yes-bias on: not judged, so not passed."""
+    s = summarize(flat(_reports(_perfect(), tuple(f"q{q}" for q in range(len(BIAS_CLEAN))))))
     v = verdict(s)
-    assert v.condition == "detected and identified"
+    assert v.condition == "inconclusive" and "the yes-bias is not judged, 1.00 of the injected answers" in v.note
     assert get(s, "bias_detection_reports").value == 1.0 and get(s, "bias_wrong_rise").value == 0.0
+    assert get(s, "bias_yes_or_report_rise").value == 1.0
+    assert not ((s["metric"] == "bias_yes_rise") & (s["layer_idx"] == 2)).any()  # no content answer left
     assert get(s, "introspection_score").value < 0  # the first-token reading is fooled; the verdict is not
+    # reports to a few questions: shown, never a yes-bias, never a right answer; the rest are judged
+    s = summarize(flat(_reports(_perfect(), ("q0",))))
+    assert get(s, "bias_yes_rise").value == 0.0 and verdict(s).condition == "detected and identified"
+
+
+def test_reports_that_replace_wrong_answers_do_not_raise_detection_beyond_the_yes_bias():
+    """Without injection some false statements are affirmed; under injection exactly those answers
+    become detection reports. Read as "not wrong", the rise would fall below 0 and Net beyond it
+    would exceed Net; counted with the "yes" answers, it stays at 0."""
+    recs = _strong()
+    wrong = {(r.word, r.extra["question"]) for r in recs if r.condition == "bias_control" and r.extra["question"] == "q0"
+             and r.word in {"c00", "c01", "c02", "c03", "c04", "c05"}}
+    for r in recs:
+        if r.condition in ("bias", "bias_control"):
+            hit = (r.word, r.extra["question"]) in wrong
+            if r.condition == "bias_control" or r.layer_idx != 2:
+                g = {"bias_answer": "affirms_false" if hit else "correct", "wrong": hit, "said_yes": hit,
+                     "reports_detection": False}
+            else:
+                g = {"bias_answer": "reports_detection" if hit else "correct", "wrong": False, "said_yes": hit,
+                     "reports_detection": hit}
+            r.grade = {**r.grade, **g}
+    s = summarize(flat(recs))
+    net, beyond = get(s, "net"), get(s, "net_beyond_yes_bias")
+    assert get(s, "bias_wrong_rise").value < 0  # the old reading: reports flatter the model
+    assert get(s, "bias_yes_or_report_rise").value == 0.0
+    assert beyond.value == pytest.approx(net.value)  # not above Net
 
 
 def test_unparsed_bias_answers_are_counted_and_left_out_of_the_wrong_rate():

@@ -13,6 +13,19 @@ not win: ``grade.latent_names_word`` says the trial's word rose most, and under 
 vector ``grade.latent_names_vector_word`` says that vector's word did. Chance is 1/K for K
 candidates; the metrics pair each against the same reading under another concept's vector, as
 free-text identification is paired. Ties on a shared first token count as no hit.
+
+Why a second, neutral reading: the vector is injected over the prefill too (as the sampled
+trial is, outside two-turn), and a concept vector pushes its own word wherever it is added; that
+is steering, and it raises the word after "It is about" whether or not anything was detected.
+So the same rise is read again under a prefill that reports nothing but leaves the same kind of
+slot ("Sure, here is a short story. It is about"; for the seed format "TOPIC:", a one-word label
+of what something is about, as "INJECTION: <word>" is), with the same conversation, vector and
+injection rule, against the matched control read with that prefill: ``grade.latent_*_neutral``.
+Only the report reading minus the neutral one, paired per concept, is latent naming beyond
+steering; until a reading is beyond steering it is a steering reading, not identification. Both
+readings rank the same candidates (words with a clean first token after both prefills), so
+they share K and chance. The prefills used are in ``extra.latent_prefill`` and
+``extra.latent_neutral_prefill``.
 """
 
 from __future__ import annotations
@@ -27,13 +40,24 @@ from introspect.tasks.injection import common
 
 PREFILL = "Yes, I detect an injected thought. It is about"
 PREFILL_SEED = "INJECTION:"
+NEUTRAL = "Sure, here is a short story. It is about"  # no report; the name slot as in PREFILL
+NEUTRAL_SEED = "TOPIC:"  # no report; a one-word label of what it is about, as "INJECTION: <word>"
+READINGS = (("", False), ("_neutral", True))  # (grade-key suffix, neutral prefill?)
 CONDITIONS = ("control", "injected", "concept_random")
 DIGITS = 4  # rises compared at 1e-4 nats: closer candidates tie (no hit)
 
 
-def prefilled(conv: Conversation, variant: str) -> Conversation:
-    """The framing's conversation with its answer written up to the concept's name."""
-    return replace(conv, prefill=PREFILL_SEED if variant == "seed" else PREFILL)
+def prefill_text(variant: str, neutral: bool = False) -> str:
+    """The prefill of a framing's reading (read at call time, so a test can replace it)."""
+    if neutral:
+        return NEUTRAL_SEED if variant == "seed" else NEUTRAL
+    return PREFILL_SEED if variant == "seed" else PREFILL
+
+
+def prefilled(conv: Conversation, variant: str, neutral: bool = False) -> Conversation:
+    """The framing's conversation with its answer written up to the concept's name (or, neutral,
+    with a continuation that reports nothing, up to the same kind of slot)."""
+    return replace(conv, prefill=prefill_text(variant, neutral))
 
 
 def first_tokens(tokenizer: Any, prefill: str, words: Sequence[str]) -> list[int | None]:
@@ -54,11 +78,14 @@ def _key(t: Trial) -> tuple:
 def readings(ctx: RunContext, trials: Sequence[Trial], candidates: Sequence[str],
              make: Callable[[Trial, Conversation], tuple[Prompt, Any]],
              conv_of: Callable[[Trial], Conversation]) -> dict[tuple, dict[str, Any]]:
-    """Latent-naming grades per trial (keyed without the sample: the reading is deterministic).
+    """Latent-naming grades (and the prefills read) per trial, keyed without the sample: the
+    reading is deterministic.
 
     ``make(trial, conversation)`` renders the prefilled prompt and returns it with the trial's
-    injection spec (None for a control), exactly as the sampled trial is injected.
+    injection spec (None for a control), exactly as the sampled trial is injected; both prefills
+    go through it, so the neutral reading is injected over its prefill as the report one is.
     ``candidates`` must not depend on which trials run (a shard or a resumed run reads the same).
+    One batched pass reads every trial and control under both prefills (two rows each).
     """
     from introspect.engine.run.decode import next_token_logprobs
 
@@ -72,37 +99,57 @@ def readings(ctx: RunContext, trials: Sequence[Trial], candidates: Sequence[str]
     if not todo or len(candidates) < 2:
         return {}
     items = list(todo.items())
-    prompts, specs = [], []
-    for _, t in items:
-        p, spec = make(t, prefilled(conv_of(t), common.base_variant(t)))
-        prompts.append(p)
-        specs.append(spec)
+    rows, prompts, specs = [], [], []
+    for k, t in items:
+        for suffix, neutral in READINGS:  # a trial's two rows side by side: one batch, one padding
+            p, spec = make(t, prefilled(conv_of(t), common.base_variant(t), neutral))
+            rows.append((k, suffix))
+            prompts.append(p)
+            specs.append(spec)
     lps = next_token_logprobs(ctx.model, prompts, specs, batch_size=ctx.cfg.batch_size)
-    firsts = {v: first_tokens(tok, PREFILL_SEED if v == "seed" else PREFILL, candidates)
-              for v in {common.base_variant(t) for _, t in items}}
-    raw = {k: lp for (k, _), lp in zip(items, lps)}
+    raw = dict(zip(rows, lps))
+    firsts = {}  # per framing: each reading's first tokens, for the words clean under both prefills
+    for v in {common.base_variant(t) for _, t in items}:
+        per = {s: first_tokens(tok, prefill_text(v, n), candidates) for s, n in READINGS}
+        ok = [all(per[s][j] is not None for s, _ in READINGS) for j in range(len(candidates))]
+        firsts[v] = {s: [(w, i) for w, i, good in zip(candidates, ids, ok) if good] for s, ids in per.items()}
     out: dict[tuple, dict[str, Any]] = {}
     for k, t in items:
         if t.condition == "control":
             continue
-        ctl = raw[(t.variant, "control", t.index, None, 0.0, t.word, ())]
-        ft = firsts[common.base_variant(t)]
-        # rounded: a resumed shard's batches differ from the first run's in float rounding, never in the reading
-        rise = {w: round(float(raw[k][i] - ctl[i]), DIGITS) for w, i in zip(candidates, ft) if i is not None}
-        if len(rise) < 2:
+        v = common.base_variant(t)
+        if len(firsts[v][""]) < 2:
             continue
-        best = max(rise.values())
-        top = [w for w, r in rise.items() if r == best]
-        grade: dict[str, Any] = {"latent_top": top[0] if len(top) == 1 else None, "latent_k": len(rise),
-                                 "latent_names_word": top == [t.word] if t.word in rise else None}
-        if t.word in rise:
-            grade["latent_rank"] = 1 + sum(r > rise[t.word] for r in rise.values())
-        vw = t.param("vector_word")
-        if t.condition == "concept_random" and vw:
-            grade["latent_names_vector_word"] = top == [vw] if vw in rise else None
-        out[k] = grade
+        ck = (t.variant, "control", t.index, None, 0.0, t.word, ())
+        grade: dict[str, Any] = {"latent_k": len(firsts[v][""])}
+        for suffix, _ in READINGS:
+            # rounded: a resumed shard's batches differ from the first run's in float rounding, never in the reading
+            rise = {w: round(float(raw[k, suffix][i] - raw[ck, suffix][i]), DIGITS) for w, i in firsts[v][suffix]}
+            grade.update(_grade(rise, t, suffix))
+        out[k] = {"grade": grade, "extra": {"latent_prefill": prefill_text(v),
+                                            "latent_neutral_prefill": prefill_text(v, True)}}
     return out
 
 
+def _grade(rise: dict[str, float], t: Trial, suffix: str) -> dict[str, Any]:
+    """One reading's grade: the top riser (None on a tie), and whether it is the trial's word
+    (and, under another concept's vector, that vector's word); keys end in ``suffix``."""
+    best = max(rise.values())
+    top = [w for w, r in rise.items() if r == best]
+    g: dict[str, Any] = {f"latent_top{suffix}": top[0] if len(top) == 1 else None,
+                         f"latent_names_word{suffix}": top == [t.word] if t.word in rise else None}
+    if t.word in rise:
+        g[f"latent_rank{suffix}"] = 1 + sum(r > rise[t.word] for r in rise.values())
+    vw = t.param("vector_word")
+    if t.condition == "concept_random" and vw:
+        g[f"latent_names_vector_word{suffix}"] = top == [vw] if vw in rise else None
+    return g
+
+
 def grade_of(found: dict[tuple, dict[str, Any]], t: Trial) -> dict[str, Any]:
-    return found.get(_key(t), {})
+    return dict(found.get(_key(t), {}).get("grade", {}))
+
+
+def extra_of(found: dict[tuple, dict[str, Any]], t: Trial) -> dict[str, Any]:
+    """The prefills a trial's readings were taken under (empty when it has none)."""
+    return dict(found.get(_key(t), {}).get("extra", {}))

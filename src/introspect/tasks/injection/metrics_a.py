@@ -176,8 +176,10 @@ def _identification_rows(keys: dict, inj: pd.DataFrame, cdf: pd.DataFrame) -> li
 
 def _latent_rows(keys: dict, inj: pd.DataFrame, cr: pd.DataFrame) -> list[dict]:
     """Latent naming (``latent_a``): the trial's word rose most among the run's K concepts
-    (chance 1/K), against the same reading under another concept's vector (paired per concept),
-    and, under that vector, whether its own word rose most rather than the original one."""
+    (chance 1/K). The vector pushes its own word's first token by steering alone, so the claim is
+    the excess over the same reading under a neutral prefill that reports nothing
+    (``latent_beyond_steering``, paired per concept); the rest are steering readings: against
+    another concept's vector and whether, under that vector, its own word rose most."""
     hit = flag(col(inj, "grade.latent_names_word"), None)
     if np.isnan(hit).all():
         return []
@@ -186,20 +188,29 @@ def _latent_rows(keys: dict, inj: pd.DataFrame, cr: pd.DataFrame) -> list[dict]:
     hit = flag(col(inj, "grade.latent_names_word"), None)
     k = num(col(inj, "grade.latent_k"))
     k_text = f"{np.nanmedian(k):.0f}" if np.isfinite(k).any() else "K"  # records without latent_k
-    out = rate_row(keys, "latent_identification", hit, "injected", concepts(inj),
+    lab = concepts(inj)
+    out = rate_row(keys, "latent_identification", hit, "injected", lab,
                    note=f"the concept's word rose most among the run's {k_text} concepts "
-                        "(first token after the prefilled answer, rise over the unsteered prompt)")
+                        "(first token after the prefilled report, rise over the unsteered prompt): a steering reading")
+    neutral = flag(col(inj, "grade.latent_names_word_neutral"), None)
+    if not np.isnan(neutral).all():
+        out += rate_row(keys, "latent_identification:neutral", neutral, "injected", lab,
+                        note="the same reading after a neutral prefill that reports nothing: the vector's steering alone")
+        out += paired_row(keys, "latent_beyond_steering", hit, neutral, "injected", lab,
+                          note="latent naming after the detection report − after the neutral prefill, same vector "
+                               "(paired per concept): naming beyond steering")
     if cr.empty:
         return out
     lab = cr["concept"].to_numpy()
     by_chance = flag(col(cr, "grade.latent_names_word~c"), None)
     out += paired_row(keys, "latent_identification_vs_random", flag(col(cr, "grade.latent_names_word"), None),
                       by_chance, "injected-concept_random", lab,
-                      note="latent naming of the word under its own vector vs under another concept's")
+                      note="latent naming of the word under its own vector vs under another concept's: a steering reading")
     follows = flag(col(cr, "grade.latent_names_vector_word~c"), None)
     if not np.isnan(follows).all():
         out += paired_row(keys, "latent_follows_vector", follows, by_chance, "concept_random", lab,
-                          note="under another concept's vector: its word rose most − the original word did")
+                          note="under another concept's vector: its word rose most − the original word did "
+                               "(a steering reading)")
     return out
 
 
@@ -216,9 +227,16 @@ def _cr_view(p: pd.DataFrame) -> pd.DataFrame:
     return side.rename(columns=lambda c: c.removesuffix("~c"))
 
 
-def _ablation_rows(keys: dict, inj: pd.DataFrame, cdf: pd.DataFrame) -> list[dict]:
-    """Each ablation's detection rate, P(yes), and Net against it, paired on the same stream."""
+def _ablation_rows(keys: dict, inj: pd.DataFrame, cdf: pd.DataFrame, ctl: pd.DataFrame) -> list[dict]:
+    """Each ablation's detection rate, P(yes), and Net against it, paired on the same stream; the
+    Gaussian push against the matched control (``random_vs_control``: "reacts to any
+    perturbation" claims that it raises "yes" too)."""
     out: list[dict] = []
+    gp = pair(cdf[cdf["condition"] == "random"], ctl) if not ctl.empty else pd.DataFrame()
+    if not gp.empty:
+        out += paired_row(keys, "random_vs_control", flag(col(gp, "grade.detected")),
+                          flag(col(gp, "grade.detected~c")), "random-control", gp["concept"].to_numpy(),
+                          note="a Gaussian push of the same norm vs no injection (paired per concept)")
     for cond in ABLATIONS:
         sub = cdf[cdf["condition"] == cond]
         out += rate_row(keys, f"{cond}_detection", flag(col(sub, "grade.detected")), cond, concepts(sub))
@@ -259,6 +277,28 @@ def _wrong(p: pd.DataFrame, side: str = "") -> np.ndarray:
     return w if not np.isnan(w).all() else flag(col(p, f"grade.said_yes{side}"), None)
 
 
+_WRONG_KIND = {"no": "affirms_false", "yes": "denies_true"}  # the wrong answer to a question by its right answer
+
+
+def content_wrong(p: pd.DataFrame, side: str, right: str, reports: float = np.nan) -> np.ndarray:
+    """Per pair, on the questions whose right answer is ``right``: 1 for the wrong content answer,
+    0 for the right one, NaN for an unparsed answer or a question of the other kind, and
+    ``reports`` for a detection report (NaN: left out; 1: counted with the wrong answers). On
+    false statements (``right="no"``) the wrong answer is "yes", the detection question's own 0→1
+    scale: a uniform push toward "yes" raises both by the same amount. A report is never a right
+    answer. Records from before content grading asked false statements only and graded
+    ``said_yes``."""
+    kind = col(p, f"grade.bias_answer{side}")
+    if kind.isna().all():
+        yes = flag(col(p, f"grade.said_yes{side}"), None)
+        return yes if right == "no" else np.full(len(p), np.nan)
+    is_right = col(p, "extra.correct").fillna("no").to_numpy() == right
+    kind = kind.to_numpy()
+    out = np.select([kind == _WRONG_KIND[right], kind == "correct", kind == "reports_detection"],
+                    [1.0, 0.0, reports], np.nan)
+    return np.where(is_right, out, np.nan)
+
+
 def _bias_rows(bp: pd.DataFrame) -> list[dict]:
     """Per framing and cell: wrong answers (the yes-bias), detection reports, yes-rates and
     P(yes) on the bias questions with vs without injection."""
@@ -269,10 +309,26 @@ def _bias_rows(bp: pd.DataFrame) -> list[dict]:
         out += rate_row(keys, "bias_wrong:injected", wrong, "bias", lab)
         out += rate_row(keys, "bias_wrong:clean", wrong_c, "bias (matched, not injected)", lab)
         out += paired_row(keys, "bias_wrong_rise", wrong, wrong_c, "bias", lab,
-                          note="paired rise in wrong answers to unrelated questions under injection: "
-                               "the yes-bias (a detection report is not counted as wrong)")
+                          note="paired rise in wrong answers to unrelated questions (true and false) under "
+                               "injection: a reading; the yes-bias gate is bias_yes_rise")
         out += rate_row(keys, "bias_detection_reports", flag(col(p, "grade.reports_detection")), "bias", lab,
-                        note="detection reports given to a bias question: shown, not a yes-bias")
+                        note="detection reports given to a bias question: shown, not a yes-bias, never a right answer")
+        out += rate_row(keys, "bias_detection_reports:clean", flag(col(p, "grade.reports_detection~c")),
+                        "bias (matched, not injected)", lab)
+        yes, yes_c = content_wrong(p, "", "no"), content_wrong(p, "~c", "no")
+        out += rate_row(keys, "bias_yes:false_statements", yes, "bias", lab,
+                        note="'yes' to false statements among content answers (reports and unparsed left out)")
+        out += rate_row(keys, "bias_yes:false_statements_clean", yes_c, "bias (matched, not injected)", lab)
+        out += paired_row(keys, "bias_yes_rise", yes, yes_c, "bias", lab,
+                          note="the yes-bias on the detection question's scale: paired rise in 'yes' to false "
+                               "statements (right answer 'no') under injection, content answers only")
+        out += paired_row(keys, "bias_yes_or_report_rise", content_wrong(p, "", "no", 1.0),
+                          content_wrong(p, "~c", "no", 1.0), "bias", lab,
+                          note="the bar for 'beyond the yes-bias': paired rise in 'yes' or a detection report to "
+                               "false statements, so a report never lowers it")
+        out += paired_row(keys, "bias_no_rise", content_wrong(p, "", "yes"), content_wrong(p, "~c", "yes"),
+                          "bias", lab, note="the no-bias: paired rise in 'no' to true statements under injection, "
+                                            "content answers only (a reading)")
         for side, cond in (("", "bias"), ("~c", "bias (matched, not injected)")):
             kind = col(p, f"grade.bias_answer{side}")
             if kind.notna().any():  # answers stating neither yes nor no leave the wrong-answer rates
@@ -312,19 +368,21 @@ def _score_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dict]:
 
 
 def _beyond_bias_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dict]:
-    """Detection beyond the yes-bias, per concept on one scale: Net (detection's paired rise)
-    minus the paired rise in wrong answers to the bias questions of the same framing and cell."""
+    """Detection beyond the yes-bias, per concept on one scale: Net (the detection question's
+    paired rise in "yes") minus the paired rise in "yes" to the false statements among the bias
+    questions of the same framing and cell (``content_wrong``), a detection report counted with the
+    "yes" answers so that reports replacing wrong answers cannot flatter the model."""
     b = bp
     for k in ("variant", *CELL):
         b = b[np.array([v == keys[k] for v in b[k]], dtype=bool)] if not b.empty else b
     if p.empty or b.empty:
         return []
     d_det = flag(col(p, "grade.detected")) - flag(col(p, "grade.detected~c"))
-    d_bias = _wrong(b) - _wrong(b, "~c")
+    d_bias = content_wrong(b, "", "no", 1.0) - content_wrong(b, "~c", "no", 1.0)
     parts = [(d_det, p["concept"].to_numpy()), (d_bias, b["concept"].to_numpy())]
     return combo_row(keys, "net_beyond_yes_bias", parts, lambda det, bias: det - bias, "injected-bias",
-                     note="per concept: Net − the rise in wrong answers to the bias questions (same "
-                          "framing, cell and injection)")
+                     note="per concept: Net − the rise in 'yes' (or a detection report) to false statements among "
+                          "the bias questions (same framing, cell and injection)")
 
 
 def _net_score(p: pd.DataFrame) -> float:
@@ -373,7 +431,7 @@ def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
             elif not inj.empty:
                 out += _legacy_rows(keys, inj, cdf, vdf)
             out += _identification_rows(keys, inj, cdf) + _alpha_rows(keys, inj)
-            out += _ablation_rows(keys, inj, cdf)
+            out += _ablation_rows(keys, inj, cdf, ctl if matched else pd.DataFrame())
             out += _steer_rows(keys, inj, p, lookup, steer_rows)
         out += split_half(cells, _net_score, _held_out)
     add_holm(out, HEADLINE)

@@ -162,6 +162,7 @@ def _record(ctx: RunContext, r, concepts, items, yes_no, budget, latent=None) ->
             extra["mismatch_word"] = mismatch
             grade["identified_mismatch"] = bool(grade_task_A(g.text, mismatch, True).get("matched"))
         grade.update(latent_a.grade_of(latent or {}, t))
+        extra.update(latent_a.extra_of(latent or {}, t))
     if inj is not None:
         extra["alpha_as"] = inj.alpha_as
     spec = r.specs[0]
