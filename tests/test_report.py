@@ -573,3 +573,19 @@ def test_verdict_banner_does_not_repeat_its_label():
     html = verdicts(rows)
     assert "inconclusive</strong>. No Net survives Holm): Holm family" not in html  # only the prefix goes
     assert html.count("inconclusive") == 2 and "</strong>. (no Net survives Holm): Holm family" in html
+
+
+def test_the_calibration_simulation_reaches_the_verdicts_gates(tmp_path):
+    """Issue 72: the coverage simulation wrote no steering rows, so every simulated cell was
+    blocked before any gate and its "verdict detected 0.000" held by construction. Now its cell
+    steers, and a strong positive reads "detected" (its null stays inconclusive in test_calibration)."""
+    from dataclasses import replace
+
+    from introspect.report.calibration import Scenario, simulate, write
+
+    s = replace(Scenario(), a=1.5, ident=1.0)
+    df = load_results(write(simulate(s, 30, 1, 2, seed=0), tmp_path / "A.jsonl"))
+    v = summarize(df)
+    v = v[v["metric"] == "verdict"].iloc[0]
+    assert "does not steer" not in v["note"] and "1 cells steer" in v["note"]
+    assert v["value"] >= 0.75, v["note"]

@@ -18,7 +18,9 @@ hierarchical model:
   log-odds β_q, and the injection adds γ_c ~ N(γ, τ²) there (a yes-bias).
 
 ``truth`` gives the population value of every headline quantity (Monte Carlo over concepts,
-conditional on the design's prompts: the report generalises over concepts, not prompts).
+conditional on the design's prompts: the report generalises over concepts, not prompts). Every
+concept's vector steers (steering rows for the cell), so the verdict's gates are reached and its
+"detected" rate here can fail; ``report.labels`` checks each label against truths built for it.
 ``experiments.calibrate`` and ``tests/test_calibration.py`` run many experiments through
 ``report.load_results`` and ``report.summarize`` and count coverage and false positives.
 """
@@ -34,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from introspect.tasks.injection.verdict_a import DETECTED
+from introspect.tasks.injection.verdict_a import DETECTED, HEADLINE
 
 
 def expit(x: Any) -> Any:
@@ -128,6 +130,7 @@ def simulate(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, seed: 
     answers = np.random.default_rng([seed, 1])  # the bias answers' own stream: the rest stays as it was
     follows = np.random.default_rng([seed, 2])  # naming the vector's word: a stream of its own too
     latent = np.random.default_rng([seed, 3])  # latent naming (latent_a): one reading per trial
+    steer = np.random.default_rng([seed, 4])  # the steering check: every cell steers, so the verdict's gates are reached
     for c in range(n_concepts):
         word = f"concept{c:03d}"
         u, w, v, vr = rng.normal(0, s.sigma, 4)
@@ -156,6 +159,11 @@ def simulate(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, seed: 
                                            "latent_names_vector_word": bool(lat_vec)},
                                  "extra": {"vector_word": f"concept{(c + 1) % n_concepts:03d}"}}
                     recs.append(rec(abl, word, t, k, True, stream < p_abl, py_c, named, **extra))
+        for k in range(n_samples):  # the steering check (``metrics_steer``): the word gains ~2 nats over random
+            for cond, lp in (("steer_control", -10.0), ("steer", -8.0 + steer.normal(0, 1)),
+                             ("steer_random", -10.0 + steer.normal(0, 1))):
+                recs.append(rec(cond, word, 0, k, cond != "steer_control", False, 0.5, variant="steer",
+                                grade={"lp_word": float(lp), "mentions": False}))
         for q in range(n_bias):
             question = f"bias question {q}"
             lb = bias_l[q] + _trial_effect(0, n_trials)
@@ -253,7 +261,7 @@ def coverage(s: Scenario, n_concepts: int, n_trials: int, n_samples: int, runs: 
                 net = by["net"]
                 if not net.empty:
                     net_rejects.append(bool(net.iloc[0]["p"] < 0.05))  # the sign-flip test, unadjusted
-                head = t[t["metric"].isin(("net", "identification_vs_random", "introspection_score"))]
+                head = t[t["metric"].isin(HEADLINE)]
                 any_sig.append(bool((head["p_holm"] < 0.05).any()))
                 v = t[t["metric"] == "verdict"]
                 detected.append(bool(len(v) and v.iloc[0]["value"] >= DETECTED))  # either kind of "detected"
