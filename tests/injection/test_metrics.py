@@ -306,7 +306,8 @@ def test_a_gate_whose_interval_clears_0_but_whose_sign_flip_test_does_not_fails(
     def gates(gauss_p: float, follows_p: float) -> list[dict]:
         return [net, ident,
                 row(cell, "net:coherent", (0.14, 0.06, 0.22), 128, n_clusters=64, p=0.0008),
-                row(cell, "steer_lp_rise_vs_random", (1.0, 0.5, 1.5), 64, n_clusters=64, p=0.001),
+                row({**cell, "variant": "steer"}, "steer_lp_rise_vs_random", (1.0, 0.5, 1.5), 64, n_clusters=64,
+                    p=0.001),
                 row(cell, "net_beyond_yes_bias", (0.14, 0.06, 0.23), 577, n_clusters=64, p=0.0008),
                 row(cell, "bias_wrong_rise", (0.0, -0.05, 0.04), 577, n_clusters=64, p=0.9),
                 row(cell, "net_vs_random", (0.10, 0.004, 0.20), 128, n_clusters=64, p=gauss_p),
@@ -326,6 +327,24 @@ def test_a_gate_whose_interval_clears_0_but_whose_sign_flip_test_does_not_fails(
     assert v["condition"] == "inconclusive" and "the cell does not steer" in v["note"]
     assert "0 cells steer" in v["note"]  # the count asks the same rule as the gate
     assert "1 cells steer" in label(gates(0.04, 0.04))["note"]
+
+
+def test_each_framing_is_judged_by_the_steering_check_with_its_own_span():
+    """two_turn injects over turn 1 only: its cells steer when the two-turn check does, whatever
+    the single-turn check says; records without a two-turn check fall back to the one check."""
+    from introspect.tasks.injection.metrics_steer import cell_steers, steering_cells
+
+    cell = {"model_id": M, "task": "A", "layer_idx": 4, "alpha": 4.0, "alpha_units": "raw"}
+    steers = row({**cell, "variant": "steer"}, "steer_lp_rise_vs_random", (1.0, 0.5, 1.5), 64, n_clusters=64,
+                 p=0.001)
+    flat_two = row({**cell, "variant": "steer_two_turn"}, "steer_lp_rise_vs_random", (0.1, -0.3, 0.5), 64,
+                   n_clusters=64, p=0.6)
+    copy = {**steers, "variant": "two_turn"}  # the summary's copy beside a framing's rows is no check
+    rows = [steers, flat_two, copy]
+    assert cell_steers(rows, M, {**cell, "variant": "paper"})
+    assert not cell_steers(rows, M, {**cell, "variant": "two_turn"})
+    assert steering_cells(rows, M) == {("steer", 4, 4.0, "raw")}
+    assert cell_steers([steers], M, {**cell, "variant": "two_turn"})
 
 
 def test_answers_that_differ_beside_a_table_where_nothing_steers_are_not_a_null():

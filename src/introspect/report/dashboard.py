@@ -24,7 +24,7 @@ from introspect.records.atomic import atomic_write_text
 from introspect.report.figures import Panel, build_figures
 from introspect.report.load import load_headers, load_results
 from introspect.report.metrics import summarize
-from introspect.tasks.injection.metrics_steer import RULE
+from introspect.tasks.injection.metrics_steer import RULE, STEER_VARIANTS
 
 _ERROR_HOOK = """
 (function () {
@@ -216,7 +216,7 @@ _CELL_TABLE = (("tpr", "TPR"), ("fpr", "FPR (matched)"), ("net", "Net"),
 def detection_table(summary: pd.DataFrame) -> str:
     """Task A per (model, variant, layer, α): every detection number beside its steering check."""
     a = summary[(summary["task"] == "A") & summary["layer_idx"].notna()
-                & ~summary["variant"].isin(("bias", "steer", "all"))] if not summary.empty else summary
+                & ~summary["variant"].isin(("bias", *STEER_VARIANTS, "all"))] if not summary.empty else summary
     if a.empty:
         return ""
     keys = ["model_id", "variant", "layer_idx", "alpha", "alpha_units"]

@@ -193,12 +193,13 @@ def simulate(t: Truth, n_concepts: int, n_cells: int, seed: int, model_id: str =
                     for layer in layers:
                         rec("bias", w, v, s, layer, bias_answer(right, base_wrong, True), question=f"q{q}",
                             correct=right)
-        for s in range(n_samples):
-            rec("steer_control", w, "steer", s, None, {"lp_word": -10.0, "mentions": False})
-            for layer in layers:
-                rec("steer", w, "steer", s, layer, {"lp_word": -10.0 + t.steer_nats + rng.normal(0, 1),
-                                                    "mentions": False})
-                rec("steer_random", w, "steer", s, layer, {"lp_word": -10.0 + rng.normal(0, 1), "mentions": False})
+        for check in ("steer", "steer_two_turn") if "two_turn" in framings else ("steer",):  # each span's own check
+            for s in range(n_samples):
+                rec("steer_control", w, check, s, None, {"lp_word": -10.0, "mentions": False})
+                for layer in layers:
+                    rec("steer", w, check, s, layer, {"lp_word": -10.0 + t.steer_nats + rng.normal(0, 1),
+                                                      "mentions": False})
+                    rec("steer_random", w, check, s, layer, {"lp_word": -10.0 + rng.normal(0, 1), "mentions": False})
     return recs
 
 

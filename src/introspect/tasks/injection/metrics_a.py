@@ -37,6 +37,8 @@ import pandas as pd
 from introspect.stats import clustered as C
 from introspect.stats.holm import add_holm
 from introspect.tasks.injection.metrics_steer import (
+    STEER_VARIANTS,
+    steer_variant,
     steering_table,
     steers_lookup,
     summarize_steering,
@@ -63,7 +65,7 @@ from introspect.tasks.tidy import (
     with_match_keys,
 )
 
-NOT_DETECTION = ("bias", "steer")  # variants (``bias`` is the older layout's)
+NOT_DETECTION = ("bias", *STEER_VARIANTS)  # variants (``bias`` is the older layout's)
 NOT_CELL = ("control", "bias", "bias_control", "steer", "steer_random", "steer_control")
 ABLATIONS = ("random", "concept_random", "negative")
 
@@ -250,14 +252,17 @@ def _ablation_rows(keys: dict, inj: pd.DataFrame, cdf: pd.DataFrame, ctl: pd.Dat
 
 def _steer_rows(keys: dict, inj: pd.DataFrame, p: pd.DataFrame, lookup: dict,
                 steer_rows: list[dict]) -> list[dict]:
-    """The cell's steering figures beside its detection rows, and detection where it steers."""
+    """The cell's steering figures beside its detection rows (from the check with the framing's
+    own injection span, ``steer_variant``), and detection where it steers."""
+    check = steer_variant(steer_rows, keys["model_id"], keys["variant"])
     out = [{**r, "variant": keys["variant"]} for r in steer_rows
            if r["metric"] in ("steer_share", "steer_lp_rise_vs_random") and r["model_id"] == keys["model_id"]
+           and r["variant"] == check
            and all(r[k] == keys[k] for k in CELL)]
     if not lookup or p.empty:
         return out
     cell = (keys["layer_idx"], float(keys["alpha"]), keys["alpha_units"])
-    sp = np.array([lookup.get((w, *cell)) for w in p["concept"]], dtype=object)
+    sp = np.array([lookup.get((check, w, *cell)) for w in p["concept"]], dtype=object)
     out += paired_row(keys, "net:steering", np.where(sp == True, flag(col(p, "grade.detected")), np.nan),  # noqa: E712
                       flag(col(p, "grade.detected~c")), "injected-control", p["concept"].to_numpy(),
                       note="concepts whose word gains ≥ 1 nat over a random direction")

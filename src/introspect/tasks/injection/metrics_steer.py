@@ -11,6 +11,9 @@ over random (mean over samples); per cell, its mean over concepts with a Student
 a sign-flip p. A cell *steers* when that interval lies above 0 (``RULE``). A concept's word
 gaining ≥ ``STEER_NATS`` over random is the descriptive per-concept flag (``steer_share``).
 Mentions of the word in the continuation are reported beside (injected vs random vs control).
+Each framing is judged by the check with its own injection span: ``two_turn`` injects over turn 1
+only and asks in turn 2, so its cells steer when ``steer_two_turn`` (the same check over a neutral
+two-turn prompt, injected over turn 1) does; older records without it fall back to ``steer``.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ STEER_NATS = 1.0
 RULE = ("a cell steers when the concept's word forms gain more log-prob at the first answer step "
         "than under a random direction of the same norm (mean over concepts, 95% interval above 0 and "
         f"sign-flip p < {EFFECT_P:g})")
-TABLE_COLUMNS = ["model_id", "word", *CELL, "lp_steer", "lp_random", "lp_control", "lp_rise",
+STEER_VARIANTS = ("steer", "steer_two_turn")  # the steering checks, by injection span
+TABLE_COLUMNS = ["model_id", "variant", "word", *CELL, "lp_steer", "lp_random", "lp_control", "lp_rise",
                  "lp_rise_vs_random", "mention_steer", "mention_random", "mention_control", "n",
                  "steers"]
 
@@ -55,10 +59,11 @@ def _narrow(p: pd.DataFrame, tag: str) -> pd.DataFrame:
     """(model, word, cell, sample, lp, mention) of paired steering records: the paired frames are
     hundreds of columns wide."""
     if p.empty:
-        return pd.DataFrame(columns=["model_id", "word", *CELL, "sample", f"lp_{tag}", f"m_{tag}",
+        return pd.DataFrame(columns=["model_id", "variant", "word", *CELL, "sample", f"lp_{tag}", f"m_{tag}",
                                      "lp_control", "m_control"])
     return pd.DataFrame({
-        "model_id": col(p, "model_id").to_numpy(), "word": p["concept"].to_numpy(),
+        "model_id": col(p, "model_id").to_numpy(), "variant": col(p, "variant").to_numpy(),
+        "word": p["concept"].to_numpy(),
         **{k: col(p, k).to_numpy() for k in CELL}, "sample": num(col(p, "sample")),
         f"lp_{tag}": num(col(p, "grade.lp_word")), f"m_{tag}": flag(col(p, "grade.mentions"), None),
         "lp_control": num(col(p, "grade.lp_word~c")), "m_control": flag(col(p, "grade.mentions~c"), None)})
@@ -77,7 +82,7 @@ def steering_table(df: pd.DataFrame) -> pd.DataFrame:
     if s.empty:
         return pd.DataFrame(columns=TABLE_COLUMNS)
     r = _narrow(steering_pairs(df, "steer_random"), "random")
-    by = ["model_id", "word", *CELL]
+    by = ["model_id", "variant", "word", *CELL]
     out = []
     for keys, sub in groups(s, by):
         rnd = r
@@ -96,7 +101,7 @@ def steering_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def _in_cell(table: pd.DataFrame, keys: dict[str, Any]) -> pd.DataFrame:
     m = np.ones(len(table), bool)
-    for k in ("model_id", *CELL):
+    for k in ("model_id", "variant", *CELL):
         m &= np.array([v == keys.get(k) for v in table[k]], dtype=bool)
     return table[m]
 
@@ -142,19 +147,29 @@ def summarize_steering(df: pd.DataFrame, table: pd.DataFrame) -> list[dict[str, 
     return out
 
 
+def steer_variant(rows: list[dict[str, Any]], model: str, framing: str) -> str:
+    """The steering check that judges ``framing``: its own span's where the run has it."""
+    own = "steer_two_turn" if str(framing).split("+")[0] == "two_turn" else "steer"
+    has = any(r["variant"] == own and r["model_id"] == model for r in rows if r["metric"] == "steer_lp_rise_vs_random")
+    return own if has else "steer"
+
+
 def steering_cells(rows: list[dict[str, Any]], model: str) -> set[tuple]:
-    """The (layer, α, units) cells of a model that steer (``RULE``): the one place that rule is asked,
-    by its test as well as its interval, as the verdict's gates are."""
-    return {tuple(r[k] for k in CELL) for r in rows
-            if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and clears(r, EFFECT_P)}
+    """The (check, layer, α, units) cells of a model that steer (``RULE``): the one place that rule
+    is asked, by its test as well as its interval, as the verdict's gates are."""
+    return {(r["variant"], *(r[k] for k in CELL)) for r in rows
+            if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and r["variant"] in STEER_VARIANTS
+            and clears(r, EFFECT_P)}
 
 
 def cell_steers(rows: list[dict[str, Any]], model: str, cell: dict[str, Any]) -> bool:
-    """Whether a (layer, α, units) cell of a model steers (``RULE``)."""
-    return tuple(cell[k] for k in CELL) in steering_cells(rows, model)
+    """Whether a framing's (layer, α, units) cell of a model steers (``RULE``), by the check with
+    that framing's injection span (``steer_variant``)."""
+    check = steer_variant(rows, model, cell["variant"])
+    return (check, *(cell[k] for k in CELL)) in steering_cells(rows, model)
 
 
 def steers_lookup(table: pd.DataFrame) -> dict[tuple, bool]:
-    """{(word, layer, α, units): steers} for the concepts with a rise over random."""
-    return {(r.word, r.layer_idx, float(r.alpha), r.alpha_units): bool(r.steers)
+    """{(check, word, layer, α, units): steers} for the concepts with a rise over random."""
+    return {(r.variant, r.word, r.layer_idx, float(r.alpha), r.alpha_units): bool(r.steers)
             for r in table.itertuples() if r.steers is not None}
