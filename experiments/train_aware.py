@@ -19,15 +19,20 @@ cosine as a comment) and OUT/split.json. A checkpoint is written every --checkpo
 rerun the same command to resume; a resume whose word files or split differ is refused. OUT receives a plain
 peft adapter, its hash, the base model's fingerprint and the training config
 (introspect_adapter.json, written last), the replayed answers (replay.json) and the damage gates
-(in the summary line and introspect_adapter.json). Bad input is one ``error:`` line and exit 2.
+(in the summary line and introspect_adapter.json), then whether the adapter may be called a
+positive control: only if every gate passed (the replay gates: KL to the base model no larger, and
+top token kept no less often, than the base model re-quantized to 6 bits). Bad input is one
+``error:`` line and exit 2.
 
     python -m experiments.train_aware --gates adapters/smollm2-L24 --adapter-scale 0.125
+    python -m experiments.train_aware --gates adapters/run-s0 adapters/run-s1 adapters/run-s2
 
-measures a saved adapter's damage gates again, its weight change times S (default 1), on the
+measures saved adapters' damage gates again, each one's weight change times S (default 1), on the
 replayed answers and questions it was trained beside; printed, and written to
-DIR/damage_gates_xS.json (or to OUT/damage_gates_xS.json with --out OUT, leaving a shared or
-read-only adapter directory untouched). With --twins N, beside N random weight changes of its size
-instead of one (the first is the one training measured), each reading's range over them.
+DIR/damage_gates_xS.json (or to OUT/damage_gates_xS.json with --out OUT, OUT/<DIR's name>/ for
+several DIRs, leaving a shared or read-only adapter directory untouched); with several, how many
+of them pass every gate. With --twins N, beside N random weight changes of its size instead of one
+(the first is the one training measured), each reading's range over them.
 
     python -m experiments.train_aware --diff adapters/run1 adapters/run2
 
@@ -100,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="each LoRA map reads only this many input directions: those injections and detection prompts move "
            "and replay text leaves nearly empty (0: every direction; train.subspace)")
     a("--no-gates", action="store_true",
-      help="skip the damage gates after training (replay identical to the base model, detection phrases, "
-           "content answers under injection)")
+      help="skip the damage gates after training (replay KL and top token against the base model re-quantized "
+           "to 6 bits, detection phrases, right answers under injection)")
     a("--no-replay-cache", action="store_true",
       help="generate the base model's replay answers now instead of reading them from the replay cache "
            "(INTROSPECT_CACHE_REPLAY, default ~/.cache/introspect/replay; the answers are the same)")
@@ -115,8 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--train-words-file", help="training words YAML (default concepts/train_words.yaml)")
     a("--check", type=int, default=6, metavar="N",
       help="after training, greedy check on N training and N held-out concepts (0 = skip)")
-    a("--gates", type=Path, metavar="DIR", help="measure the damage gates of the saved adapter DIR again "
-      "(nothing is trained); with --adapter-scale S, of S times its weight change")
+    a("--gates", type=Path, nargs="+", metavar="DIR", help="measure the damage gates of the saved adapters "
+      "DIR ... again (nothing is trained), and how many pass every gate; with --adapter-scale S, of S times "
+      "each one's weight change")
     a("--diff", type=Path, nargs=2, metavar=("DIR1", "DIR2"), help="where two saved adapters' trainings part "
       "ways (weights, config, split, input digests, library versions, CPU), causes first; nothing is trained")
     a("--losses", type=Path, metavar="DIR", help="the training log of DIR by row kind, framing and stretch of "
@@ -129,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
       "adapter's size beside it, not one (about 45 s more each on the default model, 2 CPU cores)")
     a("--yardsticks", nargs="*", metavar="NAME", help="with --gates: measure the base model itself changed as "
       "its users call the same model, beside the adapter (names: bf16 q8_0 q6; none given: all; about 45 s "
-      "each on the default model)")
+      "each on the default model). q6 is always measured: it is the replay gates' bound")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
     return ap
@@ -225,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summary))
         if summary.get("damage_gates"):
             print(_gates_line(summary["damage_gates"]))
+            print(_control_line(summary["damage_gates"]))
         if args.check:
             _report_check(model, out, layer, cfg, args.check)
         print(f"adapter: {out}\nevaluate: python -m experiments.run --task A --variant seed --adapter {out} "
@@ -236,29 +243,54 @@ def main(argv: list[str] | None = None) -> int:
     return run(args, body)
 
 
-def _gates_again(adapter: Path, scale: float, folder: Path | None = None, twins: int = 1,
+def _gates_again(adapters: list[Path], scale: float, folder: Path | None = None, twins: int = 1,
                  yardsticks: list[str] | None = None) -> int:
-    """``--gates DIR``: the saved adapter's damage gates at ``scale`` (beside ``twins`` random
-    twins and the ``yardsticks``, all of them for an empty list), printed and written atomically
-    to ``folder`` (default DIR)."""
+    """``--gates DIR [DIR ...]``: each saved adapter's damage gates at ``scale`` (beside ``twins``
+    random twins and the ``yardsticks``, all of them for an empty list), printed with whether it may
+    be called a positive control and written atomically to ``folder`` (default DIR; for several
+    DIRs, FOLDER/<DIR's name>/); for several, how many pass every gate. Every DIR is checked before
+    the first (slow) measurement."""
+    from introspect.engine.load.adapters import check_scale, read_adapter
     from introspect.records.atomic import atomic_write_text
     from introspect.train.data import TrainDataError
+    from introspect.train.gates import positive_control
     from introspect.train.remeasure import saved_gates
+    from introspect.train.yardsticks import YARDSTICKS, check_names
 
     if folder is not None and folder.exists() and not folder.is_dir():
         raise TrainDataError(f"--out {folder} is a file: with --gates it names the folder that receives "
                              "damage_gates_xS.json")
     if twins < 1:
         raise TrainDataError(f"--twins {twins}: want an integer >= 1 (e.g. --twins 5)")
-    from introspect.train.yardsticks import YARDSTICKS
-
-    names = () if yardsticks is None else (tuple(yardsticks) or tuple(YARDSTICKS))
-    g = saved_gates(adapter, scale, twins=twins, yardsticks=names)  # all checked there, before the (slow) model load
-    out = (folder or adapter) / f"damage_gates_x{g['scale']:g}.json"
-    atomic_write_text(out, json.dumps(g, indent=1, sort_keys=True) + "\n")
-    print(f"adapter {g['adapter_hash']} at scale {g['scale']:g}: " + _gates_line(g))
-    print(f"wrote {out}")
+    check_scale(scale)
+    names = check_names(() if yardsticks is None else (yardsticks or YARDSTICKS))
+    dirs = [Path(a).expanduser() for a in adapters]
+    if len({d.resolve() for d in dirs}) < len(dirs):
+        raise TrainDataError("--gates names an adapter twice: each DIR once (k of n counts trainings)")
+    if folder is not None and len(dirs) > 1 and len({d.name for d in dirs}) < len(dirs):
+        raise TrainDataError(f"--gates DIRs share a folder name, and --out {folder} receives one subfolder per "
+                             "DIR's name: rename one or measure them apart")
+    for d in dirs:
+        read_adapter(d)  # a missing or tampered adapter stops here, before any measurement
+    dest = {d: d if folder is None else folder if len(dirs) == 1 else folder / d.name for d in dirs}
+    failing = []
+    for d in dirs:
+        g = saved_gates(d, scale, twins=twins, yardsticks=names)
+        out = dest[d] / f"damage_gates_x{g['scale']:g}.json"
+        atomic_write_text(out, json.dumps(g, indent=1, sort_keys=True) + "\n")
+        print(f"{d}: adapter {g['adapter_hash']} at scale {g['scale']:g}: " + _gates_line(g))
+        print(_control_line(g))
+        print(f"wrote {out}")
+        if not positive_control(g)[0]:
+            failing.append(str(d))
+    if len(dirs) > 1:
+        print(_k_of_n(len(dirs) - len(failing), len(dirs), failing))
     return 0
+
+
+def _k_of_n(k: int, n: int, failing: list[str]) -> str:
+    """How many trainings pass every gate, and which do not."""
+    return f"{k} of {n} trainings pass every gate" + (f" (not: {', '.join(failing)})" if failing else "")
 
 
 def _diff(first: Path, second: Path) -> int:
@@ -324,22 +356,40 @@ def _yardsticks_part(g: dict) -> str:
                    for y in each)
 
 
+def _figure(k: str, v: float | None) -> str:
+    """A gate's figure in the gates line: KL to three significant figures, a share to two decimals
+    (the top token to three, as its bound), or n/a."""
+    return "n/a" if v is None else format(v, ".3g") if k == "replay_kl" else (
+        f"{v:.3f}" if k == "replay_top1" else f"{v:.2f}")
+
+
 def _gates_line(g: dict) -> str:
-    """One line per gate: figure, bound, pass/fail (the figures are in the summary's JSON too)."""
+    """Each gate's figure, bound and pass/fail, then the readings beside them (the figures are in
+    the summary's JSON too)."""
     f = _p2
     marks = {True: "pass", False: "FAIL", None: "not measured"}
-    return ("damage gates: " + "; ".join(f"{k} {f(g[k])} ({g['gates'][k]}: {marks[g['passed'][k]]})" for k in g["passed"])
-            + f"; replay KL to the base model {_g2(g['replay_kl'])} nats/token over {g['replay_n']} held-out prompts, "
-            f"base model decoded again identical {f(g['replay_identical_base'])}, a random weight change of the "
-            f"adapter's size identical {f(g.get('replay_identical_random'))}"
-            + (f"; teacher-forced on the base model's answers, top token the base model's {f(g['replay_top1'])} "
-               f"(the random change {f(g.get('replay_top1_random'))}, KL {_g2(g.get('replay_kl_random'))})"
-               if g.get("replay_top1") is not None else "")
+    return ("damage gates: " + "; ".join(f"{k} {_figure(k, g.get(k))} ({g['gates'][k]}: {marks[g['passed'][k]]})"
+                                         for k in g["passed"])
+            + f"; readings over {g['replay_n']} held-out replay prompts: greedy answers identical to the base "
+            f"model's {f(g.get('replay_identical'))} (the base model decoded again {f(g['replay_identical_base'])}, "
+            f"a random weight change of the adapter's size {f(g.get('replay_identical_random'))})"
+            + (f"; the random change teacher-forced: KL {_g2(g.get('replay_kl_random'))}, top token the base "
+               f"model's {f(g.get('replay_top1_random'))}" if g.get("replay_top1") is not None else "")
             + _twins_part(g) + _yardsticks_part(g)
-            + f"; detection phrases of the base model "
-            f"{f(g.get('detection_phrases_base'))}; content answers of the base model "
-            f"under the same injection {f(g['content_answers_base'])}"
+            + f"; detection phrases of the base model {f(g.get('detection_phrases_base'))}; right answers of the "
+            f"base model under the same injection {f(g['content_answers_base'])}, without one "
+            f"{f(g.get('content_answers_clean_base'))}"
             + "".join(f"\n  caught by the detection-phrase gate: {t!r}" for t in g.get("detection_phrases_examples", ())))
+
+
+def _control_line(g: dict) -> str:
+    """Whether the adapter may be called a positive control (``all_passed``: every gate passed),
+    and which gates failed or were not measured."""
+    from introspect.train.gates import positive_control
+
+    ok, failed, missing = positive_control(g)
+    why = [f"failed: {', '.join(failed)}"] * bool(failed) + [f"not measured: {', '.join(missing)}"] * bool(missing)
+    return "positive control: " + ("yes (every damage gate passed)" if ok else f"no ({'; '.join(why) or 'no gates'})")
 
 
 def _report_check(model, out: Path, layer: int, cfg, n: int) -> None:

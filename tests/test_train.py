@@ -396,7 +396,8 @@ def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tin
     for argv in (["--gates", str(out), "--adapter-scale", "0"], ["--adapter-scale", "0.5"],
                  ["--gates", str(out.parent / "nowhere")], ["--gates", str(out), "--out", str(out / lora.META_FILE)],
                  ["--gates", str(out), "--twins", "0"], ["--twins", "3"], ["--yardsticks"],
-                 ["--gates", str(out), "--yardsticks", "fp8"]):
+                 ["--gates", str(out), "--yardsticks", "fp8"], ["--gates", str(out), str(out)],
+                 ["--gates", str(out), str(out.parent / "nowhere")]):  # every DIR checked before measuring
         assert train_aware.main([*argv, "--no-progress"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and "\n" not in err, err
@@ -404,7 +405,7 @@ def test_adapter_scale_scales_the_weight_change_and_names_the_model(trained, tin
 
 
 @pytest.mark.slow  # four gate measurements, ~25 s
-def test_gates_measured_again_on_the_saved_adapter_at_a_scale(trained, tiny_dir, monkeypatch, tmp_path):
+def test_gates_measured_again_on_the_saved_adapter_at_a_scale(trained, tiny_dir, monkeypatch, tmp_path, capsys):
     """``train_aware --gates DIR --adapter-scale S``: the gates run on the model ``run --adapter
     DIR --adapter-scale S`` evaluates (the adapter attached live and scaled gives the merged
     model's log-probs), with the training's split; at scale 1 they read what training's model
@@ -434,9 +435,14 @@ def test_gates_measured_again_on_the_saved_adapter_at_a_scale(trained, tiny_dir,
     # --out: the report goes elsewhere, the adapter folder is untouched
     from experiments import train_aware
 
+    capsys.readouterr()
     assert train_aware.main(["--gates", str(out), "--adapter-scale", "0.5", "--out", str(tmp_path / "g"),
                              "--twins", "2", "--no-progress"]) == 0
     wrote = json.loads((tmp_path / "g" / "damage_gates_x0.5.json").read_text())
+    printed = capsys.readouterr().out.splitlines()
+    assert [y["name"] for y in wrote["replay_yardsticks"]] == ["q6"] and set(wrote["passed"]) == set(G.GATES)
+    control = [x for x in printed if x.startswith("positive control: ")]  # read from all_passed
+    assert len(control) == 1 and (control[0] == "positive control: yes (every damage gate passed)") is wrote["all_passed"]
     assert wrote["scale"] == 0.5 and wrote["adapter_hash"] == again["adapter_hash"]
     assert len(wrote["replay_random_twins"]) == 2 and len(again["replay_random_twins"]) == 1
     assert wrote["replay_random_twins"][0] == again["replay_random_twins"][0]  # the first twin: the default one

@@ -11,6 +11,7 @@ and training with the injection switched off must not teach the model to tell in
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -219,8 +220,13 @@ def test_adapter_off_is_exactly_the_base_model_and_gates_see_the_difference(tiny
     assert second["kl"] > 0 and second["kl"] != first["kl"]  # another draw, another change
     with pytest.raises(ValueError, match="twins=0: want an integer >= 1"):
         G.damage_gates(model, plan, cfg, twins=0)
-    for k, (op, bound) in G.GATES.items():
+    q6 = g["replay_yardsticks"][0]  # the replay gates' bound, measured without being asked for
+    assert q6["name"] == G.BAR == "q6" and g["bounds"]["replay_kl"] == q6["kl"] > 0
+    assert g["bounds"]["replay_top1"] == q6["top1"] and g["passed"]["replay_kl"] is (g["replay_kl"] <= q6["kl"])
+    for k, (op, _) in G.GATES.items():
+        bound = g["bounds"][k]
         assert g["passed"][k] == (g[k] >= bound if op == ">=" else g[k] <= bound)
+    assert g["all_passed"] is all(v is True for v in g["passed"].values())
     plan.replay_heldout = items  # the adapter's own answers: identical by construction, KL measured on them
     g2 = G.damage_gates(model, plan, cfg)
     assert g2["replay_identical"] == 1.0 and g2["replay_first_difference_median"] is None  # the twin was undone
@@ -395,18 +401,111 @@ def test_two_turn_rows_inject_over_turn_one_only_as_task_a_does(tiny):
     assert fired_expected > 0 and stats.fired == fired_expected  # turn 1 only: never the question or the answer
 
 
-def test_gates_line_puts_the_matched_controls_beside_the_gates():
-    from experiments.train_aware import _gates_line
+def _judged(**figures) -> dict:
+    """A gates dict as ``damage_gates`` returns it, from constructed figures: every gate passes
+    unless a figure given says otherwise (the 6-bit yardstick's KL 0.025, top token 0.93)."""
+    q6 = {"name": "q6", "what": "the base model's weights re-quantized to 6 bits (Q8_0's rule)",
+          "identical": 0.25, "kl": 0.025, "top1": 0.93}
+    base = {"replay_kl": 0.014, "replay_top1": 0.95, "replay_identical": 0.27, "detection_phrases": 0.0,
+            "content_answers": 0.97, "replay_yardsticks": [q6], "replay_n": 56, "replay_identical_base": 1.0,
+            "replay_identical_random": 0.13, "detection_phrases_base": 0.0, "content_answers_base": 0.41,
+            "content_answers_clean_base": 0.93}
+    g = {**base, **figures}
+    return {**g, **G.judge(g)}
 
-    g = {"gates": {k: f"{op} {b:g}" for k, (op, b) in G.GATES.items()},
-         "passed": {"replay_identical": False, "detection_phrases": True, "content_answers": None},
-         "replay_identical": 0.11, "detection_phrases": 0.0, "content_answers": None, "replay_kl": 0.05,
-         "replay_n": 55, "replay_identical_base": 1.0, "replay_identical_random": 0.13,
-         "detection_phrases_base": 0.0, "content_answers_base": 0.41}
+
+def test_gates_bar_is_the_6bit_yardstick_and_all_passed_needs_every_gate():
+    """Greedy identity is no gate any more; the replay gates compare with the 6-bit yardstick
+    (ties pass: "no larger", "no lower"), and an adapter is a positive control only if every gate
+    passes: one False or one None (not measured) makes ``all_passed`` False."""
+    assert set(G.GATES) == {"replay_kl", "replay_top1", "detection_phrases", "content_answers"}
+    assert "replay_identical" not in G.GATES and G.GATES["replay_kl"] == ("<=", "q6") == ("<=", G.BAR)
+    assert G.GATES["replay_top1"] == (">=", "q6")
+    ok = _judged(replay_identical=0.05)  # greedy identity far below the old 0.80: a reading, not a gate
+    assert ok["passed"] == dict.fromkeys(G.GATES, True) and ok["all_passed"] is True
+    assert ok["bounds"] == {"replay_kl": 0.025, "replay_top1": 0.93, "detection_phrases": 0.02, "content_answers": 0.90}
+    assert ok["gates"]["replay_kl"] == "<= 0.025, the q6 yardstick's" and ok["gates"]["detection_phrases"] == "<= 0.02"
+    assert G.positive_control(ok) == (True, [], [])
+    assert _judged(replay_kl=0.025, replay_top1=0.93)["all_passed"] is True  # as much change as the bar: inside it
+    worse_kl = _judged(replay_kl=0.0251)
+    assert worse_kl["passed"]["replay_kl"] is False and worse_kl["passed"]["replay_top1"] is True
+    assert worse_kl["all_passed"] is False and G.positive_control(worse_kl) == (False, ["replay_kl"], [])
+    worse_top = _judged(replay_top1=0.929)
+    assert worse_top["passed"]["replay_top1"] is False and worse_top["all_passed"] is False
+    q8 = {"name": "q8_0", "what": "Q8_0", "identical": 0.57, "kl": 0.0014, "top1": 0.98}
+    beside = _judged(replay_yardsticks=[q8, _judged()["replay_yardsticks"][0]])
+    assert beside["all_passed"] is True and beside["bounds"]["replay_kl"] == 0.025  # Q8_0 is context, not the bar
+    for k, bad in (("replay_kl", 0.03), ("replay_top1", 0.9), ("detection_phrases", 0.03), ("content_answers", 0.89)):
+        g = _judged(**{k: bad})  # each gate alone can fail the adapter
+        assert g["passed"][k] is False and g["all_passed"] is False and G.positive_control(g)[1] == [k]
+    for k in G.GATES:
+        g = _judged(**{k: None})  # a figure not measured is never a pass
+        assert g["passed"][k] is None and g["all_passed"] is False and G.positive_control(g) == (False, [], [k])
+    for sticks in ([], [q8], [{**_judged()["replay_yardsticks"][0], "kl": None, "top1": None}]):
+        g = _judged(replay_yardsticks=sticks, replay_kl=0.0, replay_top1=1.0)  # no bar: not measured, not passed
+        assert g["passed"]["replay_kl"] is None and g["passed"]["replay_top1"] is None and g["all_passed"] is False
+        assert g["bounds"]["replay_kl"] is None and "n/a, the q6 yardstick's" in g["gates"]["replay_kl"]
+        assert G.positive_control(g) == (False, [], ["replay_kl", "replay_top1"])
+    assert G.positive_control({**ok, "all_passed": False})[0] is False  # the recorded verdict is read
+    assert G.positive_control({})[0] is False
+
+
+def test_content_answers_count_only_right_answers(tiny, monkeypatch):
+    """Under injection only a right answer counts: a wrong yes or no, a detection report and no
+    answer count against. An adapter that says "yes" to everything gets the yes-questions right
+    only, about half, and fails the ≥ 0.90 gate (counting any yes or no, it read 1.00 and passed)."""
+    items = [*QUESTIONS, *D.P.load_bias_items()]
+    yes_share = sum(right == "yes" for _, right in items) / len(items)
+    assert 0.4 < yes_share < 0.6
+    assert G.right_share(["Yes."] * len(items), items) == pytest.approx(yes_share)
+    assert G.right_share([f"{right.capitalize()}." for _, right in items], items) == 1.0
+    wrong = {"yes": "No.", "no": "Yes."}
+    assert G.right_share([wrong[right] for _, right in items], items) == 0.0
+    odd = ["Yes, I detect an injected thought about lemons.", "I am not sure.", "No.", "No."]
+    assert G.right_share(odd, QUESTIONS) == 0.25  # a report, no answer, a wrong "no"; only "No." to fur is right
+    assert G.right_share([], []) is None
+    assert G.judge({"content_answers": yes_share})["passed"]["content_answers"] is False
+    assert G.judge({"content_answers": 0.9})["passed"]["content_answers"] is True
+    # through damage_gates: a model that answers "Yes." to every prompt, adapter on or off
+    from introspect.engine.run import decode
+
+    def says_yes(model, prompts, *a, **k):
+        return [SimpleNamespace(text="Yes.", tokens=(), stop_reason="length") for _ in prompts]
+
+    monkeypatch.setattr(decode, "generate", says_yes)
+    monkeypatch.setattr(G, "load_bias_items", lambda: (("Is fire hot?", "yes"), ("Is ice hot?", "no")))
+    plan = PL.Plan(WORDS[:3], [], [], {w: torch.randn(tiny.cfg.d_model) for w in WORDS[:3]}, {"short": 1.0},
+                   [], replay_heldout=[], gate_questions=list(QUESTIONS))
+    g = G.damage_gates(tiny, plan, L.TrainConfig(layer=0, replay_tokens=6, phrasings=("short",)))
+    assert g["content_n"] == 6 and g["content_answers"] == 0.5 and g["passed"]["content_answers"] is False
+    assert g["content_answers_base"] == g["content_answers_clean_base"] == 0.5 and g["detection_phrases"] == 0.0
+    assert g["replay_n"] == 0 and g["passed"]["replay_kl"] is None and g["passed"]["replay_top1"] is None
+    assert g["all_passed"] is False  # no held-out replay: the replay gates are not measured, so not passed
+
+
+def test_gates_line_puts_the_matched_controls_beside_the_gates():
+    from experiments.train_aware import _control_line, _gates_line
+
+    g = _judged(replay_kl=0.05, replay_top1=0.95, replay_identical=0.11, content_answers=None)
     line = _gates_line(g)
-    assert "\n" not in line and "replay_identical 0.11 (>= 0.8: FAIL)" in line and "teacher-forced" not in line
-    forced = _gates_line({**g, "replay_top1": 0.97, "replay_top1_random": 0.9, "replay_kl_random": 0.021})
-    assert "top token the base model's 0.97 (the random change 0.90, KL 0.021)" in forced and "\n" not in forced
+    assert "\n" not in line and line.startswith("damage gates: replay_kl 0.05 (<= 0.025, the q6 yardstick's: FAIL); "
+                                               "replay_top1 0.950 (>= 0.93, the q6 yardstick's: pass); ")
+    assert "detection_phrases 0.00 (<= 0.02: pass)" in line and "content_answers n/a (>= 0.9: not measured)" in line
+    assert "replay_identical (" not in line  # greedy identity: a reading, no bound, no pass/fail
+    assert ("readings over 56 held-out replay prompts: greedy answers identical to the base model's 0.11 (the base "
+            "model decoded again 1.00, a random weight change of the adapter's size 0.13)") in line
+    assert "right answers of the base model under the same injection 0.41, without one 0.93" in line
+    assert "; the base model's weights re-quantized to 6 bits (Q8_0's rule): identical 0.25, KL 0.025, top token " \
+           "kept 0.93" in line
+    assert _control_line(g) == "positive control: no (failed: replay_kl; not measured: content_answers)"
+    assert _control_line(_judged()) == "positive control: yes (every damage gate passed)"
+    assert _control_line(_judged(replay_yardsticks=[])) == \
+        "positive control: no (not measured: replay_kl, replay_top1)"
+    assert "replay_kl n/a (<= 0.025, the q6 yardstick's: not measured)" in _gates_line(_judged(replay_kl=None))
+    assert "replay_kl 0 (<= n/a, the q6 yardstick's: not measured)" in _gates_line(_judged(replay_kl=0.0,
+                                                                                          replay_yardsticks=[]))
+    forced = _gates_line({**g, "replay_top1_random": 0.9, "replay_kl_random": 0.021})
+    assert "the random change teacher-forced: KL 0.021, top token the base model's 0.90" in forced
     assert "random changes" not in forced  # one twin: no range
     twins = [{"seed": 1, "identical": 0.13, "kl": 0.021, "top1": 0.9},
              {"seed": 1001, "identical": 0.05, "kl": 0.04, "top1": 0.95},
@@ -415,13 +514,54 @@ def test_gates_line_puts_the_matched_controls_beside_the_gates():
                            "replay_random_twins": twins})
     assert ("over 3 random changes: identical 0.05–0.20 (the adapter's at or above 1 of them), top token kept "
             "0.90–0.98 (the adapter's at or above 2 of them), KL 0.021–0.04 (the adapter's below 0 of them)") in several
-    assert "content_answers n/a (>= 0.9: not measured)" in line
     sticks = [{"name": "bf16", "what": "the base model computed in bf16", "identical": 0.46, "kl": 0.0013, "top1": 0.98}]
-    with_sticks = _gates_line({**g, "replay_yardsticks": sticks})
+    with_sticks = _gates_line({**g, "replay_yardsticks": [*g["replay_yardsticks"], *sticks]})
     assert "; the base model computed in bf16: identical 0.46, KL 0.0013, top token kept 0.98" in with_sticks
     assert "\n" not in with_sticks and "computed in bf16" not in line
     none = _gates_line({**g, "replay_yardsticks": [{**sticks[0], "identical": None, "kl": None, "top1": None}]})
     assert "computed in bf16: identical n/a, KL n/a, top token kept n/a" in none  # no held-out replay items
-    assert "a random weight change of the adapter's size identical 0.13" in line
     caught = _gates_line({**g, "detection_phrases_examples": ["I detect an injected thought."]}).splitlines()
     assert caught[1:] == ["  caught by the detection-phrase gate: 'I detect an injected thought.'"]
+
+
+def test_gates_again_says_how_many_trainings_pass_every_gate(tmp_path, monkeypatch, capsys):
+    """``train_aware --gates DIR DIR DIR``: each adapter's gates line and positive-control line,
+    then "k of n trainings pass every gate"; with --out, one subfolder per DIR. A DIR named twice,
+    or two DIRs of one name with --out, is one error line and exit 2, before any measurement."""
+    import json
+
+    from experiments import train_aware
+    from introspect.engine.load import adapters
+    from introspect.train import remeasure
+
+    figures = {"a": {}, "b": {"content_answers": 0.6}, "c": {}}
+    dirs = [tmp_path / name for name in figures]
+    measured = []
+
+    def fake(path, scale=1.0, *, twins=1, yardsticks=()):
+        measured.append((path.name, scale, twins, yardsticks))
+        return {**_judged(**figures[path.name]), "scale": scale, "adapter_hash": f"lora:{path.name}"}
+
+    monkeypatch.setattr(remeasure, "saved_gates", fake)
+    monkeypatch.setattr(adapters, "read_adapter", lambda d: ({}, {}, {}))
+    out = tmp_path / "reports"
+    assert train_aware.main(["--gates", *map(str, dirs), "--out", str(out), "--yardsticks", "bf16"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == f"2 of 3 trainings pass every gate (not: {dirs[1]})"
+    assert [x for x in lines if x.startswith("positive control: ")] == [
+        "positive control: yes (every damage gate passed)", "positive control: no (failed: content_answers)",
+        "positive control: yes (every damage gate passed)"]
+    assert measured == [(n, 1.0, 1, ("bf16",)) for n in figures]
+    wrote = json.loads((out / "b" / "damage_gates_x1.json").read_text())
+    assert wrote["all_passed"] is False and wrote["passed"]["content_answers"] is False
+    measured.clear()
+    assert train_aware.main(["--gates", str(dirs[0]), "--out", str(out)]) == 0  # one DIR: FOLDER itself
+    assert (out / "damage_gates_x1.json").is_file() and "trainings pass" not in capsys.readouterr().out
+    (tmp_path / "x").mkdir()
+    for argv in (["--gates", str(dirs[0]), str(dirs[0])],
+                 ["--gates", str(dirs[0]), str(tmp_path / "x" / "a"), "--out", str(out)]):
+        assert train_aware.main([*argv, "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err, err
+    assert len(measured) == 1  # the refused ones measured nothing
+    assert train_aware._k_of_n(3, 3, []) == "3 of 3 trainings pass every gate"

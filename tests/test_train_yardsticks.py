@@ -1,8 +1,9 @@
-"""The replay-identity gate's yardsticks (introspect.train.yardsticks), on tiny random models.
+"""The replay gates' yardsticks (introspect.train.yardsticks), on tiny random models.
 
 A yardstick changes the base model the way its users call "the same model" (bf16 compute, a GGUF-style
 re-quantization), is measured like the adapter, and must leave nothing changed afterwards: every
 parameter and buffer bit for bit, so the adapter's own readings do not depend on whether it ran.
+The 6-bit one is the replay gates' bound: measured always, passed or failed by the adapter's change.
 """
 
 from __future__ import annotations
@@ -98,29 +99,76 @@ def test_computed_in_bf16_casts_everything_and_restores_every_bit(tiny_dir):
     assert _same(model, before) and torch.equal(next_token_logprobs(model, [p]), lp)
 
 
-def test_gates_measure_yardsticks_on_the_base_model_beside_the_adapter(tiny_dir):
-    model = load_model(str(tiny_dir("llama")))
-    lora.attach(model, 0, rank=4)
+def _adapter(model, sd: float) -> None:
+    """The attached adapter's B maps drawn at standard deviation ``sd`` (0: the adapter changes nothing)."""
     with torch.no_grad():
         for n, w in model.original_model.named_parameters():
             if "lora_B" in n:
-                w.normal_(0, 0.5, generator=torch.Generator().manual_seed(len(n)))
+                w.normal_(0, sd, generator=torch.Generator().manual_seed(len(n))) if sd else w.zero_()
+
+
+def _replay_plan(model) -> PL.Plan:
     prompts = [f"Say the number {n}." for n in range(5)]
     with G.adapter_off(model):
         items = R.build_replay(model, prompts, seed=0, tokens=6)
     words = ["pencil", "lemon", "bottle"]
-    plan = PL.Plan(words, [], [], {w: torch.randn(model.cfg.d_model) for w in words}, {"short": 1.0},
+    return PL.Plan(words, [], [], {w: torch.randn(model.cfg.d_model) for w in words}, {"short": 1.0},
                    [], replay_heldout=items, gate_questions=[("Is snow cold?", "yes")])
+
+
+def test_gates_measure_yardsticks_on_the_base_model_beside_the_adapter(tiny_dir):
+    model = load_model(str(tiny_dir("llama")))
+    lora.attach(model, 0, rank=4)
+    _adapter(model, 0.5)
+    plan = _replay_plan(model)
     cfg = L.TrainConfig(layer=0, replay_tokens=6, phrasings=("short",))
     plain = G.damage_gates(model, plan, cfg)
     g = G.damage_gates(model, plan, cfg, yardsticks=("q8_0", "q6", "bf16"))
-    assert "replay_yardsticks" not in plain
-    assert [y["name"] for y in g["replay_yardsticks"]] == ["q8_0", "q6", "bf16"]
+    assert [y["name"] for y in plain["replay_yardsticks"]] == ["q6"]  # the bar, measured unasked
+    assert [y["name"] for y in g["replay_yardsticks"]] == ["q6", "q8_0", "bf16"]
+    assert plain["replay_yardsticks"][0] == g["replay_yardsticks"][0]
     for k in ("replay_identical", "replay_kl", "replay_top1", "replay_identical_random", "content_answers"):
         assert g[k] == plain[k], k  # measuring the yardsticks changed nothing the adapter is read on
-    q8, q6, bf = g["replay_yardsticks"]
+    q6, q8, bf = g["replay_yardsticks"]
     assert all(0 <= y["identical"] <= 1 and 0 <= y["top1"] <= 1 and y["kl"] >= 0 for y in (q8, q6, bf))
     assert 0 < q8["kl"] < q6["kl"] < g["replay_kl"]  # measured on the base model, not on the adapter
     assert q8["what"] == Y.YARDSTICKS["q8_0"][0]
+    assert (g["bounds"]["replay_kl"], g["bounds"]["replay_top1"]) == (q6["kl"], q6["top1"])
+    assert g["passed"]["replay_kl"] is False and g["all_passed"] is False  # a larger change than 6 bits: fails
+    assert g["passed"]["replay_top1"] is (g["replay_top1"] >= q6["top1"])
     with pytest.raises(ValueError, match="unknown yardstick 'fp8': want some of bf16, q8_0, q6"):
         G.damage_gates(model, plan, cfg, yardsticks=("fp8",))
+
+
+def test_replay_gates_pass_or_fail_against_the_6bit_yardstick(tiny_dir, monkeypatch):
+    """The replay gates compare the adapter with whatever the q6 yardstick measures: a change
+    smaller than a 6-bit re-quantization passes both, a larger one fails both, and the same larger
+    change passes against a coarser yardstick put in q6's place (2 bits). Without held-out replay
+    answers the bar is not measured: the replay gates read None and the adapter is no positive control."""
+    monkeypatch.setattr(G, "load_bias_items", lambda: (("Is fire cold?", "no"),))  # the content gate: not read here
+    model = load_model(str(tiny_dir("llama")))
+    lora.attach(model, 0, rank=4)
+    plan = _replay_plan(model)
+    cfg = L.TrainConfig(layer=0, replay_tokens=6, phrasings=("short",))
+    _adapter(model, 1e-4)
+    small = G.damage_gates(model, plan, cfg)
+    q6 = small["replay_yardsticks"][0]
+    assert 0 < small["replay_kl"] < q6["kl"] and small["replay_top1"] >= q6["top1"]  # 4e-7 < 2e-5; 1.00 >= 0.99
+    assert small["passed"]["replay_kl"] is True and small["passed"]["replay_top1"] is True
+    _adapter(model, 1e-2)
+    large = G.damage_gates(model, plan, cfg)
+    assert large["replay_yardsticks"][0] == q6  # the same base model, the same bar
+    assert large["replay_kl"] > q6["kl"] and large["replay_top1"] < q6["top1"]  # 4e-3 > 2e-5; 0.33 < 0.99
+    assert large["passed"]["replay_kl"] is False and large["passed"]["replay_top1"] is False
+    assert large["all_passed"] is False
+    monkeypatch.setitem(Y.YARDSTICKS, "q6", ("two bits", lambda m: Y.requantized(m, 2)))
+    coarse = G.damage_gates(model, plan, cfg)
+    bar = coarse["replay_yardsticks"][0]
+    assert bar["what"] == "two bits" and coarse["replay_kl"] == large["replay_kl"]
+    assert coarse["replay_kl"] <= bar["kl"] and coarse["replay_top1"] >= bar["top1"]  # 4e-3 <= 9e-3; 0.33 >= 0.14
+    assert coarse["passed"]["replay_kl"] is True and coarse["passed"]["replay_top1"] is True
+    plan.replay_heldout = []
+    none = G.damage_gates(model, plan, cfg)
+    assert none["replay_yardsticks"][0]["kl"] is None and none["bounds"]["replay_kl"] is None
+    assert none["passed"]["replay_kl"] is None and none["passed"]["replay_top1"] is None
+    assert none["all_passed"] is False

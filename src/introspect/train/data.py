@@ -100,9 +100,10 @@ def load_yes_no(path: Path | str | None = None) -> tuple[tuple[str, str], ...]:
 
 def task_a_texts() -> tuple[str, ...]:
     """Every text task A shows the model besides the trial line: its framings, its steering
-    prompt and its bias questions. A concept that occurs in one cannot be evaluated by task A
+    prompts and its bias questions. A concept that occurs in one cannot be evaluated by task A
     (its prompts would leak the word), so it neither trains nor is held out."""
-    convs = [P.task_a_paper(), P.task_a_explained(), P.task_a_two_turn(), P.task_a_seed(), P.steer_prompt()]
+    convs = [P.task_a_paper(), P.task_a_explained(), P.task_a_two_turn(), P.task_a_seed(), P.steer_prompt(),
+             P.steer_prompt_two_turn()]
     return (*(m["content"] for c in convs for m in c.messages), *P.load_bias_questions())
 
 

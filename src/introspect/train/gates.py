@@ -2,26 +2,33 @@
 
 Why gates and not just a loss: a positive control that answers every prompt with a detection
 report, or forgets how to answer "Is two plus two four?" once a concept is pushed into it, would
-score well on task A's detection question and tell us nothing. Three gates, all on prompts no
-training row showed (held-out replay questions in all their shapes; held-out yes/no questions and
-task A's own bias questions):
+score well on task A's detection question and tell us nothing. An adapter may be called a positive
+control only if every gate passes (``all_passed``; a gate not measured is not passed). Four gates,
+all on prompts no training row showed (held-out replay questions in all their shapes; held-out
+yes/no questions and task A's own bias questions):
 
-* ``replay_identical`` ≥ 0.80: greedy answers identical to the base model's (and the mean
-  per-token KL from the base model's distribution to the adapter's over those answers, and the
-  share of their tokens where both models' top token agrees, teacher-forced: readings, the same
-  two for the random twin beside them; beside it too the base model decoded again, adapter off: how identical greedy answers can be here;
-  a random weight change of the adapter's size in its place (``random_twin``): how identical any
-  change that large leaves them, learned or not, one such change or several (``twins``), since
-  one random draw is one sample of what a change that large does; and where the answers part,
-  the median first differing token, a reading);
+* ``replay_kl`` and ``replay_top1``, against a yardstick (``BAR``, the base model's weights
+  re-quantized to 6 bits, ``train.yardsticks``): teacher-forced on the base model's held-out replay
+  answers, the adapter's mean per-token KL(base ‖ adapted) must be no larger than the yardstick's,
+  and the share of positions where both models' top token agrees no lower. Why this bar: greedy
+  identity of 40-token answers (the gate until issue 72, ``replay_identical`` ≥ 0.80) fails the
+  unchanged base model computed in bf16 or read from a Q8_0 file; the owner chose "no more change
+  to ordinary text than a 6-bit copy of the same model". Readings beside them: greedy identity
+  (``replay_identical``), the base model decoded again (how identical greedy answers can be here),
+  a random weight change of the adapter's size (``random_twin``; one or several, ``twins``: how
+  much any change that large moves them, learned or not), other yardsticks (bf16, Q8_0), and
+  where greedy answers part, the median first differing token;
 * ``detection_phrases`` ≤ 0.02: answers to prompts that ask nothing about thoughts (held-out
   replay, clean yes/no questions) that report on injected thoughts, claiming one or denying one
   ("No, I don't detect an injected thought." to "How many players are on a football team?" is
   damage too); the base model's rate on the same prompts beside it;
 * ``content_answers`` ≥ 0.90: under a training concept's injection (the training vectors in
   turn, at the middle of the trained strengths), unrelated yes/no questions in the trained
-  framings answered on their content (a yes or no to the question), not with a
-  detection report or nothing; the base model's rate under the same injection is shown beside it.
+  framings answered *right* (``right_share``): at least 9 in 10 of these one-fact questions. A
+  wrong yes or no counts against it, as does a detection report or no answer, so an adapter that
+  says yes to everything reads about one half (half the questions' answer is no) and fails. Beside
+  it the base model's rate under the same injection and without one (``content_answers_clean_base``:
+  what the model knows; below 0.90, the gate asks more than the base model can give on this model).
 """
 
 from __future__ import annotations
@@ -44,7 +51,11 @@ if TYPE_CHECKING:
     from introspect.train.config import TrainConfig
     from introspect.train.plan import Plan
 
-GATES = {"replay_identical": (">=", 0.80), "detection_phrases": ("<=", 0.02), "content_answers": (">=", 0.90)}
+BAR = "q6"  # the yardstick the replay gates compare with (``train.yardsticks.YARDSTICKS``), always measured
+# gate: (op, bound); a bound that is a yardstick's name means that yardstick's same figure, measured beside
+GATES: dict[str, tuple[str, float | str]] = {
+    "replay_kl": ("<=", BAR), "replay_top1": (">=", BAR),
+    "detection_phrases": ("<=", 0.02), "content_answers": (">=", 0.90)}
 CONTENT_TOKENS = 24
 EXAMPLES = 5  # answers the detection-phrase gate caught, kept in the summary to be read
 
@@ -69,8 +80,8 @@ def adapter_off(model: Any) -> Iterator[None]:
 def random_twin(model: Any, seed: int = 0) -> Iterator[None]:
     """The attached adapter's weights swapped, for as long as the block runs, for random ones of the
     same size: in every LoRA map, random A and B whose product has the trained B·A's Frobenius
-    norm (same rank, same scale). The matched control of the identity gate: how many greedy
-    answers any weight change of this size leaves identical, learned or not."""
+    norm (same rank, same scale). The matched control of the replay readings: how far any weight
+    change of this size moves ordinary text (KL, top token, greedy identity), learned or not."""
     from peft.tuners.lora import LoraLayer
 
     g = torch.Generator().manual_seed(seed)
@@ -109,8 +120,8 @@ def _teacher_forced(model: Any, prompt_ids: list[int], answer: list[int],
                     base: torch.Tensor | None = None) -> tuple[float, float]:
     """Teacher-forced on the base model's answer: the mean per-token KL(base ‖ adapted) of the
     next-token distributions, and the share of the answer's positions where both models' top
-    token is the same. The second is the greedy-identity gate without its cascade: one early
-    flipped token fails a whole greedy answer, here it costs one position. ``base``: the base
+    token is the same: the two replay gates. The second is greedy identity without its cascade:
+    one early flipped token fails a whole greedy answer, here it costs one position. ``base``: the base
     model's log-probs from ``_base_logprobs`` (computed here when not given)."""
     ids = torch.tensor([[*prompt_ids, *answer]], device=model.cfg.device)
     n = len(answer)
@@ -133,11 +144,46 @@ def first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def _passes(name: str, value: float | None) -> bool | None:
-    if value is None:
+def _passes(name: str, value: float | None, bound: float | None) -> bool | None:
+    """``value`` against ``bound`` in gate ``name``'s direction; None (not measured) if either is."""
+    if value is None or bound is None:
         return None
-    op, bound = GATES[name]
-    return value >= bound if op == ">=" else value <= bound
+    return value >= bound if GATES[name][0] == ">=" else value <= bound
+
+
+def judge(figures: dict[str, Any]) -> dict[str, Any]:
+    """The gates applied to measured ``figures`` (``damage_gates``' keys: each gate's figure and
+    ``replay_yardsticks``): ``bounds`` (a yardstick's figure where the bound is one, None if it was
+    not measured), ``gates`` (each bound in words), ``passed`` (True, False, or None: not measured)
+    and ``all_passed``, which only a pass on every gate makes True."""
+    sticks = {y["name"]: y for y in figures.get("replay_yardsticks") or ()}
+    bounds: dict[str, float | None] = {}
+    words = {}
+    for k, (op, b) in GATES.items():
+        if isinstance(b, str):  # "replay_kl" against the yardstick's "kl"
+            bounds[k] = sticks.get(b, {}).get(k.removeprefix("replay_"))
+            words[k] = f"{op} " + (f"{bounds[k]:.3g}" if bounds[k] is not None else "n/a") + f", the {b} yardstick's"
+        else:
+            bounds[k], words[k] = b, f"{op} {b:g}"
+    passed = {k: _passes(k, figures.get(k), bounds[k]) for k in GATES}
+    return {"bounds": bounds, "gates": words, "passed": passed, "all_passed": all(v is True for v in passed.values())}
+
+
+def right_share(texts: Sequence[str], items: Sequence[tuple[str, str]]) -> float | None:
+    """Share of ``texts`` that answer their question (``items``: question, right answer) right:
+    ``grade_bias_answer``'s "correct" only. A wrong yes or no, a detection report or no answer all
+    count against it (None for no texts)."""
+    graded = [grade_bias_answer(t, right)["bias_answer"] for t, (_, right) in zip(texts, items)]
+    return sum(a == "correct" for a in graded) / len(graded) if graded else None
+
+
+def positive_control(g: dict[str, Any]) -> tuple[bool, list[str], list[str]]:
+    """Whether measured gates ``g`` let the adapter be called a positive control (every gate
+    passed), the gates that failed and those not measured."""
+    passed = g.get("passed") or {}
+    failed = [k for k, v in passed.items() if v is False]
+    missing = [k for k, v in passed.items() if v is None]
+    return bool(passed) and not failed and not missing and g.get("all_passed") is True, failed, missing
 
 
 def _reporting_share(texts: list[str]) -> float | None:
@@ -160,20 +206,20 @@ def check_twins(twins: Any) -> int:
 
 def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1,
                  yardsticks: Sequence[str] = ()) -> dict[str, Any]:
-    """Measure the three gates on the trained (attached) adapter; figures, n and pass/fail.
-    ``twins``: how many random weight changes of the adapter's size to measure beside it (the
-    ``*_random`` readings are the first one's; ``replay_random_twins`` lists each one's).
+    """Measure the four gates on the trained (attached) adapter; figures, n and pass/fail
+    (``judge``). ``twins``: how many random weight changes of the adapter's size to measure beside
+    it (the ``*_random`` readings are the first one's; ``replay_random_twins`` lists each one's).
     ``yardsticks``: names from ``train.yardsticks.YARDSTICKS``, the base model changed as its users
     call the same model, measured like the adapter (``replay_yardsticks``; about 45 s each on the
-    default model)."""
+    default model); ``BAR``, the replay gates' bound, is measured first whether named or not."""
     check_twins(twins)
-    yardsticks = Y.check_names(yardsticks)
+    yardsticks = (BAR, *(n for n in Y.check_names(yardsticks) if n != BAR))
     from introspect.engine.run.decode import generate
 
     tok = model.tokenizer
     eos = tok.eos_token_id
-    out: dict[str, Any] = {"gates": {k: f"{op} {b:g}" for k, (op, b) in GATES.items()}}
-    # 1. held-out replay: identical greedy answers, KL
+    out: dict[str, Any] = {}
+    # 1. held-out replay: KL and top token teacher-forced (the gates), identical greedy answers
     held = plan.replay_heldout
     prompts = [D.render(tok, r.conversation()) for r in held]
     gens = generate(model, prompts, max_new_tokens=cfg.replay_tokens) if held else []
@@ -211,8 +257,7 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1,
     out["replay_identical_random"] = each[0]["identical"]
     out["replay_kl_random"], out["replay_top1_random"] = each[0]["kl"], each[0]["top1"]
     out["replay_random_twins"] = each
-    if sticks:
-        out["replay_yardsticks"] = sticks
+    out["replay_yardsticks"] = sticks
     out["replay_first_difference_median"] = float(statistics.median(parts)) if parts else None
     # 2. detection phrases where nothing asks about thoughts: held-out replay and clean yes/no questions
     items = [*plan.gate_questions, *load_bias_items()]
@@ -236,9 +281,7 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1,
              for i, p in enumerate(cprompts)]
 
     def on_content(gs: list[Any]) -> float | None:
-        graded = [grade_bias_answer(g.text, right)["bias_answer"] for g, (_, right) in zip(gs, items)]
-        ok = sum(a in ("correct", "affirms_false", "denies_true") for a in graded)
-        return ok / len(graded) if graded else None
+        return right_share([g.text for g in gs], items)
 
     inj = generate(model, cprompts, specs, max_new_tokens=CONTENT_TOKENS) if items else []
     with adapter_off(model):
@@ -246,8 +289,7 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1,
     out["content_n"] = len(items)
     out["content_answers"] = on_content(inj)
     out["content_answers_base"] = on_content(base)
+    out["content_answers_clean_base"] = on_content(clean_base)  # what the base model knows, no injection
     out["content_reports_detection"] = _reporting_share([g.text for g in inj])
     out["content_strength"] = mid
-    out["passed"] = {k: _passes(k, out[k]) for k in GATES}
-    out["all_passed"] = all(v is True for v in out["passed"].values())
-    return out
+    return {**out, **judge(out)}

@@ -2,9 +2,11 @@
 
 Why: training measures the gates once, on the adapter as trained. Whether a smaller dose of the
 same adapter (``--adapter-scale``) still detects injections *and* leaves the model intact is the
-trade-off an owner weighs against the ≥ 0.80 replay-identity gate, so the gates must be measurable
-at any scale, on the same held-out replay answers (``replay.json``), yes/no questions and
-injections as in training, without retraining. The adapter is attached live (not merged): the
+trade-off an owner weighs against the replay gates (no more change than a 6-bit copy of the base
+model); and a recipe is judged by how many of its trainings pass every gate (k of n), gates
+measured again when the gates change. So they must be measurable at any scale, on the same
+held-out replay answers (``replay.json``), yes/no questions and injections as in training,
+without retraining. The adapter is attached live (not merged): the
 gates switch it off for the base model beside it and swap in a random twin of its (scaled) size.
 """
 
@@ -20,7 +22,7 @@ from introspect.engine.load.adapters import AdapterError, check_scale, read_adap
 
 def saved_gates(path: Path | str, scale: float = 1.0, *, model: Any = None, twins: int = 1,
                 yardsticks: Sequence[str] = ()) -> dict[str, Any]:
-    """The three damage gates (``train.gates.damage_gates``, with ``twins`` random twins and the
+    """The damage gates (``train.gates.damage_gates``, with ``twins`` random twins and the
     named ``yardsticks``) of the
     adapter at ``path`` times ``scale``: its base model loaded (or ``model``, a fresh base
     model), the concept split and vectors rebuilt from the recorded config and refused if they

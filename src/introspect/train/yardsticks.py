@@ -1,13 +1,16 @@
-"""Yardsticks for the replay-identity gate: the base model changed in ways its users call "the same model".
+"""Yardsticks for the replay gates: the base model changed in ways its users call "the same model".
 
-Why: the gate asks that ≥ 80% of 40-token greedy answers stay identical to the base model's, and a
-random weight change of the adapter's size (``train.gates.random_twin``) says only that any change
-of that size does as badly. Neither says how large a change the gate tolerates in terms a
-researcher already accepts. These do: the base model computed in bf16 (how most GPUs run it) and
-its weights re-quantized block-wise as GGUF files of the same model are (Q8_0 exactly: blocks of
-32 along the input, scale = the block's largest |weight| / 127; "q6" is the 6-bit analogue). Each
-is applied with the adapter switched off and undone exactly (every parameter and buffer restored
-bit for bit), so the gates measure it on the same held-out replay answers as the adapter.
+Why: greedy identity of 40-token answers to the base model's (the old gate, ≥ 0.80) fails the
+unchanged base model computed in bf16 or read from a Q8_0 file, and a random weight change of the
+adapter's size (``train.gates.random_twin``) says only that any change of that size does as badly.
+Neither says how large a change to tolerate in terms a researcher already accepts. These do: the
+base model computed in bf16 (how most GPUs run it) and its weights re-quantized block-wise as GGUF
+files of the same model are (Q8_0 exactly: blocks of 32 along the input, scale = the block's
+largest |weight| / 127; "q6" is the 6-bit analogue). "q6" is the replay gates' bound
+(``train.gates.BAR``, the owner's choice in issue 72): the adapter's teacher-forced KL to the base
+model no larger than a 6-bit copy's, its top-token agreement no lower; bf16 and Q8_0 are context.
+Each is applied with the adapter switched off and undone exactly (every parameter and buffer
+restored bit for bit), so the gates measure it on the same held-out replay answers as the adapter.
 """
 
 from __future__ import annotations
