@@ -127,6 +127,7 @@ def test_fixed_templates_do_not_leak_any_target():
         P.task_a_paper(), P.task_a_seed(), *(P.task_a_bias(q) for q in QUESTIONS),
         P.task_b_thought(S), P.task_b_repeat(S), P.task_b_thought_seed(S),
         P.task_b_repeat_seed(S), P.task_c(S, "chair"), P.task_c(S, "chair", "seed"),
+        P.steer_prompt(), P.steer_prompt_two_turn(),
     ]
     for conv in convs:
         for w in WORDS.targets:

@@ -108,12 +108,12 @@ def test_bias_answers_pair_with_their_control_on_one_stream_and_are_graded(tiny_
 def test_quick_preset_trial_count(tiny_model):
     """What the quick preset plans for task A (10 concepts, 1 cell, K = 2, three framings, 5
     questions): bias questions are sampled K times now, so they went from 300 trials (sample 0
-    only) to 600 of task A's 960."""
+    only) to 600 of task A's 1020 (two steering checks: two_turn has its own span)."""
     cfg = task_config(load_settings("quick"))
     trials = get_task("A").plan(I.context(tiny_model("llama"), cfg))
     bias = _bias(trials)
     assert len(bias) == 3 * 10 * 5 * 2 * 2  # framings × concepts × questions × (control, 1 cell) × K
-    assert len(trials) - len(bias) == 3 * 10 * (1 + 4) * 2 + 10 * 3 * 2  # detection + steering
+    assert len(trials) - len(bias) == 3 * 10 * (1 + 4) * 2 + 2 * 10 * 3 * 2  # detection + steer, steer_two_turn
     assert Counter(ITEMS[t.param("question")][1] for t in bias) == {"no": 360, "yes": 240}
 
 

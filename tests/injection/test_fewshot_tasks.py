@@ -10,6 +10,7 @@ from introspect.engine.run.chat import render
 from introspect.engine.run.inject import From
 from introspect.tasks import fewshot, get_task
 from introspect.tasks.injection import examples  # noqa: F401  (registers the kinds)
+from introspect.tasks.injection.common import STEER_VARIANTS
 from introspect.tasks.prompts import FROM_MARK, load_words
 
 KINDS = ("A", "A-seed", "B-paper-thought", "B-paper-repeat", "B-seed-thought", "B-seed-repeat", "B-mc",
@@ -53,9 +54,9 @@ def test_fewshot_variants_prompts_and_injected_positions(tiny_model, name):
     ctx = I.context(m, _cfg(options={"format": "fewshot"}))
     chat = get_task(name).plan(I.context(m, _cfg()))
     trials = get_task(name).plan(ctx)
-    answered = [t for t in trials if t.variant != "steer"]
+    answered = [t for t in trials if t.variant not in STEER_VARIANTS]
     assert answered and all(t.variant.endswith("+fewshot") for t in answered)
-    assert not {t.id("f", 0) for t in trials if t.variant != "steer"} & {t.id("f", 0) for t in chat}
+    assert not {t.id("f", 0) for t in answered} & {t.id("f", 0) for t in chat}
     pick = [t for t in trials if t.condition == "injected"][:2] + [t for t in trials if t.condition == "control"][:1]
     recs = list(get_task(name).execute(ctx, pick))
     assert len(recs) == len(pick)
@@ -80,7 +81,8 @@ def test_format_is_automatic_without_a_chat_template(tiny_model):
         trials = get_task("A").plan(I.context(m, _cfg()))
     finally:
         m.tokenizer.chat_template = template
-    assert {t.variant for t in trials} == {"paper+fewshot", "explained+fewshot", "two_turn+fewshot", "steer"}
+    assert {t.variant for t in trials} == {"paper+fewshot", "explained+fewshot", "two_turn+fewshot", "steer",
+                                            "steer_two_turn"}
     assert {t.variant for t in get_task("D").plan(I.context(m, _cfg(options={"format": "fewshot"})))} \
         == {"plain", "incentive"}  # teacher-forced: nothing to answer
 

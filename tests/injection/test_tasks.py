@@ -37,7 +37,7 @@ def test_task_a_has_controls_ablations_and_bias(tiny_model):
     conds = {r.condition for r in recs}
     assert {"injected", "control", "random", "concept_random", "negative", "bias", "bias_control",
             "steer", "steer_random", "steer_control"} <= conds
-    assert {r.variant for r in recs} == {"paper", "explained", "two_turn", "steer"}
+    assert {r.variant for r in recs} == {"paper", "explained", "two_turn", "steer", "steer_two_turn"}
     words = {r.word for r in recs if r.condition == "injected"}
     # every concept has its own control per (framing, trial, sample)
     ctl = {(r.variant, r.word, r.sample) for r in recs if r.condition == "control"}

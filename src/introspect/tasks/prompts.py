@@ -248,6 +248,16 @@ def steer_prompt() -> Conversation:
     return Conversation.of(("user", STEER_PROMPT), **{FROM_MARK: STEER_PROMPT})
 
 
+def steer_prompt_two_turn() -> Conversation:
+    """The steering check with two_turn's span: two_turn injects over turn 1 only and asks in turn
+    2, so whether its vector reaches the answer is not what ``steer_prompt`` measures. Turn 1 is
+    two_turn's task and reply without the framing, marked as two_turn marks it (``turn1`` …
+    ``turn1_end``: ``injected_positions`` injects there only); turn 2 asks ``steer_prompt``'s
+    question, whose answer is read through the KV cache alone."""
+    return Conversation.of(("user", TWO_TURN_TASK), ("assistant", TWO_TURN_REPLY), ("user", STEER_PROMPT),
+                           turn1=TWO_TURN_TASK, turn1_end=TWO_TURN_REPLY)
+
+
 BIAS_SUFFIX = " Answer yes or no."
 
 

@@ -69,6 +69,12 @@ def variants(ctx: RunContext, allowed: Sequence[str], default: Sequence[str], *,
     return [fewshot.fmt_variant(ctx, x) for x in chosen] if answered else chosen
 
 
+# Task A's steering checks, one per injection span: ``steer`` injects from a mark in the question
+# through the answer (as paper, explained and seed do), ``steer_two_turn`` over turn 1 only (as
+# two_turn does). Neither is a detection framing; both are graded on the word's log-prob.
+STEER_VARIANTS = ("steer", "steer_two_turn")
+
+
 def base_variant(t: Trial | str) -> str:
     """A trial's (or variant's) name without its format mark: what selects the prompt."""
     return fewshot.split_variant(t if isinstance(t, str) else t.variant)[0]

@@ -22,10 +22,15 @@ wrong answers) is told apart from a detection report given to the wrong question
 report also turns the two first-token log-odds shifts of P(yes) into an introspection score, as
 a reading. Under ``concept_random`` (another concept's vector) the answer is graded for both
 words: the original one (``identified``, naming it by chance) and the vector's
-(``names_vector_word``: does the naming follow the vector?). The ``steer`` check injects each concept into a neutral prompt, from a mark in the user
-turn through the answer as the detection trials do, beside a Gaussian direction of the same norm
-(``steer_random``) and no injection (``steer_control``): does the concept's word gain more
-log-probability than under a random push, and is it mentioned?
+(``names_vector_word``: does the naming follow the vector?).
+
+Steering checks: does the concept's word gain more log-probability at the first answer step than
+under a random push, and is it mentioned? Each concept is injected into a neutral prompt
+(``steer``), beside a Gaussian direction of the same norm (``steer_random``) and no injection
+(``steer_control``), over the span its framing injects, since a vector that reaches the answer
+from one span need not from another: ``steer`` from a mark in the user turn through the answer
+(as paper, explained and seed inject), ``steer_two_turn`` (planned when two_turn runs) over a
+neutral turn 1 only, read in turn 2 (as two_turn injects: ``prompts.steer_prompt_two_turn``).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ BUILDERS = {"paper": P.task_a_paper, "explained": P.task_a_explained, "two_turn"
 ABLATIONS = ("injected", "random", "concept_random", "negative")
 BIAS_FRAMINGS = ("paper", "explained", "two_turn", "seed")
 BIAS_TOKENS = 16  # enough to tell "Yes, Paris is …" from "Yes, I detect an injected thought …"
+STEER_PROMPTS = {"steer": P.steer_prompt, "steer_two_turn": P.steer_prompt_two_turn}  # common.STEER_VARIANTS
 
 
 def plan(ctx: RunContext) -> list[Trial]:
@@ -63,7 +69,8 @@ def plan(ctx: RunContext) -> list[Trial]:
     cells = common.grid(ctx)
     sampled: list[Trial] = []
     bias: list[Trial] = []
-    for v in common.variants(ctx, VARIANTS, DEFAULT_VARIANTS):
+    framings = common.variants(ctx, VARIANTS, DEFAULT_VARIANTS)
+    for v in framings:
         for word in concepts:
             for i in range(ctx.cfg.n_trials):
                 sampled.append(Trial("A", "control", i, word=word, variant=v))
@@ -77,19 +84,26 @@ def plan(ctx: RunContext) -> list[Trial]:
                     bias.append(Trial("A", "bias_control", 0, word=word, variant=v, params=qp))
                     bias += [Trial("A", "bias", 0, layer, alpha, word, v, qp) for layer, alpha in cells]
     if ctx.cfg.option("steer_check", True):
-        for word in concepts:
-            sampled.append(Trial("A", "steer_control", 0, word=word, variant="steer"))
-            sampled += [Trial("A", c, 0, layer, alpha, word, "steer") for layer, alpha in cells
-                        for c in ("steer", "steer_random")]
+        for sv in steer_variants(framings):
+            for word in concepts:
+                sampled.append(Trial("A", "steer_control", 0, word=word, variant=sv))
+                sampled += [Trial("A", c, 0, layer, alpha, word, sv) for layer, alpha in cells
+                            for c in ("steer", "steer_random")]
     return common.with_samples(ctx, sampled + bias)
+
+
+def steer_variants(framings: Sequence[str]) -> list[str]:
+    """The steering checks a run's framings need: ``steer`` always (it also judges a run without
+    a framing of its span), ``steer_two_turn`` when two_turn runs (its own span)."""
+    return ["steer", *(["steer_two_turn"] if "two_turn" in map(common.base_variant, framings) else [])]
 
 
 def _conv(trial: Trial, questions: Sequence[str]):
     v = common.base_variant(trial)
     if trial.condition in ("bias", "bias_control"):
         return P.task_a_bias(questions[int(trial.param("question"))], v, trial.index + 1)
-    if v == "steer":
-        return P.steer_prompt()
+    if v in STEER_PROMPTS:
+        return STEER_PROMPTS[v]()
     return BUILDERS[v](trial.index + 1)
 
 
@@ -144,7 +158,7 @@ def _record(ctx: RunContext, r, concepts, items, yes_no, budget, latent=None) ->
     t, p, g = r.trial, r.prompts[0], r.gens[0]
     inj, extra = r.extra
     text = cut_at_next_turn(g.text)
-    if t.variant == "steer":
+    if t.variant in common.STEER_VARIANTS:
         grade = {"mentions": first_mention(text, t.word) is not None,
                  "lp_word": common.word_logprob(ctx.model.tokenizer, g, t.word),
                  "coherent": coherence(text).coherent}
