@@ -55,7 +55,7 @@ def test_a_3x3_grid_draws_heatmaps_and_lines_and_no_forest(grid):
     assert not task_a_forest(grid)
     panels = [p for b in BUILDERS_A for p in b(grid)]
     heat = next(p for p in panels if p.title.startswith("Task A · injected-thought"))
-    assert [t.name for t in heat.fig.data] == ["tpr", "fpr", "net"]  # no steering records simulated
+    assert [t.name for t in heat.fig.data] == ["tpr", "fpr", "net", "steer_share"]  # the simulation writes steering rows
     pyes = next(p for p in panels if p.title.startswith("Task A · P(yes)"))
     assert {t.name for t in pyes.fig.data} == {"detection, injected", "detection, matched control",
                                                "bias question, injected", "bias question, not injected"}
