@@ -24,6 +24,9 @@ import numpy as np
 import pandas as pd
 
 from introspect.stats import clustered as C
+from introspect.tasks.injection.common import (
+    STEER_VARIANTS,  # the steering checks, by injection span
+)
 from introspect.tasks.tidy import (
     CELL,
     EFFECT_P,
@@ -43,7 +46,6 @@ STEER_NATS = 1.0
 RULE = ("a cell steers when the concept's word forms gain more log-prob at the first answer step "
         "than under a random direction of the same norm (mean over concepts, 95% interval above 0 and "
         f"sign-flip p < {EFFECT_P:g})")
-STEER_VARIANTS = ("steer", "steer_two_turn")  # the steering checks, by injection span
 TABLE_COLUMNS = ["model_id", "variant", "word", *CELL, "lp_steer", "lp_random", "lp_control", "lp_rise",
                  "lp_rise_vs_random", "mention_steer", "mention_random", "mention_control", "n",
                  "steers"]
