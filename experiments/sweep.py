@@ -1,65 +1,9 @@
-"""Run a grid of tasks over several models from one YAML file.
-
-    python -m experiments.sweep CONFIG.yaml [--shard k/N] [--seed S] [--out DIR] [--device-map auto] ...
-
-YAML keys (all optional except what the tasks need): models (list), tasks (list), layers (list)
-or layers_grid (int: that many evenly spaced interior layers, per model), alphas, alpha_units
-(unit|resid), n_concepts, n_trials, seed, max_new_tokens, batch_size, variant, options (dict),
-words_file, out, reproducible (deterministic kernels and a pinned batch). Flags given on the
-command line override the file (same flags as ``experiments.run``). Presets: experiments/presets/quick.yaml and full.yaml. Each model is run in
-turn (resumable: finished trials are skipped), then the summary and dashboard are written for the
-out dir.
-
-On SLURM (one job array, shard k in <out>/shard{k}; see experiments/launch.py)::
-
-    python -m experiments.sweep experiments/presets/full.yaml --out results/full \\
-        --executor slurm --shards 8 --wait [--partition P --gpus-per-task G --cpus-per-task C
-        --time 4:00:00 --mem 32G --max-retries 2]
-
-prints the job id, follows finished trials across shards, resubmits a killed shard (it resumes),
-and writes the merged summary and dashboard for --out. Without --wait a small job does the merge
-after the array; rerunning the command attaches to live jobs. ``--executor local [--parallel P]``
-runs the same shards as local processes.
-
-Shard k of N holds the trials whose id (a hex hash) is k mod N, so shards are balanced, disjoint
-and stable across reruns; a rerun of a killed shard resumes where it stopped. On a multi-GPU node
-run one process per GPU (``CUDA_VISIBLE_DEVICES=i ... --shard i/G --out results/x/gpu$i``), or
-spread one large model over all GPUs with ``--device-map auto``.
-"""
-
-from __future__ import annotations
+"""``python -m experiments.sweep``: the ``introspect sweep`` command from a clone (``introspect.cli.sweep``)."""
 
 import sys
 
-from experiments import settings
-
-# Names other modules imported from here before settings.py existed; new code imports settings.
-from experiments.settings import (  # noqa: F401
-    CORE_TASKS,
-    check_settings,
-    expand_tasks,
-    load_settings,
-    report,
-    run_settings,
-    task_config,
-)
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0].startswith("-"):
-        if any(a in ("-h", "--help") for a in argv):
-            print(__doc__)
-            return 0
-        print("error: usage: python -m experiments.sweep CONFIG.yaml [--shard k/N] [overrides]",
-              file=sys.stderr)
-        return 2
-    if any(a == "--executor" or a.startswith("--executor=") for a in argv[1:]):
-        from experiments.launch import main as launch_main
-
-        return launch_main(argv)
-    return settings.main(["--sweep", argv[0], *argv[1:]])
-
+from introspect.cli import sweep as _command
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_command.main())
+sys.modules[__name__] = _command  # importers and their monkeypatches see the command's own module

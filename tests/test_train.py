@@ -577,7 +577,7 @@ def test_run_and_compare_with_adapter_side_by_side(trained, tiny_dir, tmp_path, 
     html = (out / "compare.html").read_text()
     assert f"adapter {meta['adapter_hash']} at layer 1" in html
     vb = pd.read_csv(out / "vs_base.csv")  # each adapted model minus its base, paired by concept
-    assert sorted(vb["metric"]) == ["net_vs_base", "net_vs_base", "net_vs_random_vs_base", "net_vs_random_vs_base"]
+    assert sorted(vb["metric"]) == ["latent_beyond_steering_vs_base"] * 2 + ["net_vs_base"] * 2 + ["net_vs_random_vs_base"] * 2
     assert sorted(set(vb["model_id"])) == [f"{folders[1]} − llama", f"{folders[1]}x0.5 − llama"]
     assert (vb["n_clusters"] == 2).all()
     printed = capsys.readouterr().out
@@ -593,8 +593,8 @@ def test_run_and_compare_with_adapter_side_by_side(trained, tiny_dir, tmp_path, 
     printed = capsys.readouterr().out
     vb = pd.read_csv(tmp_path / "cmp-b" / "vs_base.csv")
     pooled = vb[vb["metric"].str.endswith("_replication")]
-    assert sorted(pooled["metric"]) == ["net_vs_base_replication", "net_vs_random_vs_base_replication",
-                                        "verdict_replication"]
+    assert sorted(pooled["metric"]) == ["latent_beyond_steering_vs_base_replication", "net_vs_base_replication",
+                                        "net_vs_random_vs_base_replication", "verdict_replication"]
     assert 'task A verdict: "detected and identified" in 0 of 2 trainings' in printed
     assert (pooled["n_clusters"] == 2).all() and (pooled["trainings_cleared"] == 0).all()  # 2 concepts: no interval
     assert "across trainings of one recipe" in printed and "0 of 2 trainings" in printed

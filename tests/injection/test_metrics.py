@@ -262,9 +262,16 @@ def verdict(s: pd.DataFrame) -> pd.Series:
     return get(s, "verdict", variant="all", layer=None)
 
 
+def glance(s: pd.DataFrame):
+    """The verdict as a value (``VerdictA``): its table's dimensions by key (``glance(s).dim("net")``)."""
+    from introspect.tasks.injection.verdict_glance import VerdictA
+
+    return VerdictA.from_json(get(s, "verdict_glance", variant="all", layer=None).note)
+
+
 def test_inconclusive_when_answers_move_but_nothing_survives(summary):
     v = verdict(summary)
-    assert (v.value, v.condition) == (0.0, "inconclusive") and "(no Net survives Holm)" in v.note
+    assert (v.value, v.condition) == (0.0, "inconclusive") and "why: no Net survives Holm" in v.note
     assert "1 cells steer" in v.note and "Holm over 4 tests" in v.note
     assert "cannot reject" in v.note and "needs ≥ 8 concepts" in v.note  # 2^-6 > 0.05/4 > 2^-7
     power = get(summary, "power:net", variant="all", layer=None)
@@ -286,14 +293,14 @@ def test_inconclusive_says_when_the_holm_p_passes_but_the_holm_level_interval_do
     assert ("Net's Holm p is below 0.05 but its interval at the Holm level (Bonferroni, so wider) reaches 0 "
             "at two_turn L24 α0.625 (Holm p 0.0495, interval at the Holm level [-0.01, 0.21])") in v["note"]
     net.update(p_holm=0.2)
-    assert "(no Net survives Holm)" in verdict_a(M, [net], [0.0] * 128)[0]["note"]
+    assert "why: no Net survives Holm" in verdict_a(M, [net], [0.0] * 128)[0]["note"]
 
 
 def test_a_gate_whose_interval_clears_0_but_whose_sign_flip_test_does_not_fails():
     """The retrained positive control at S = ¾ (2026-11-29): over the Gaussian [0.004, 0.20] with
     sign-flip p 0.058, follows the vector [0.004, 0.11] with p 0.063. A gate needs both its
-    interval and its test, so neither counts, and the note prints the p that failed."""
-    from introspect.tasks.injection.verdict_a import verdict_a
+    interval and its test, so neither counts, and the verdict's table prints the p that failed."""
+    from introspect.tasks.injection.verdict_a import judge_a, verdict_a
 
     cell = {"model_id": M, "task": "A", "variant": "seed", "layer_idx": 24, "alpha": 0.625, "alpha_units": "resid"}
     e = C.Est(0.14, 0.06, 0.22, 128, 64, "t(concept)", p=0.0008, refit=lambda lv: (0.03, 0.25))
@@ -316,11 +323,15 @@ def test_a_gate_whose_interval_clears_0_but_whose_sign_flip_test_does_not_fails(
 
     label = lambda rows: verdict_a(M, rows, [0.0] * 128)[0]  # noqa: E731
     assert label(gates(0.04, 0.04))["condition"] == "detected and identified"
-    v = label(gates(0.04, 0.063))
-    assert v["condition"] == "detected, not identified" and "follows the vector 0.05 [0.00, 0.11] (sign-flip p 0.063)" in v["note"]
-    v = label(gates(0.058, 0.04))
-    assert v["condition"] == "reacts to any perturbation"
-    assert "Net over the Gaussian ablation 0.10 [0.00, 0.20] (sign-flip p 0.058)" in v["note"]
+    v = judge_a(M, gates(0.04, 0.063), [0.0] * 128)
+    f = v.dim("follows")
+    assert v.label == "detected, not identified" and (f.interval(), f.gate, f.why) == ("[0.00, 0.11]", "fail",
+                                                                                      "sign-flip p 0.063")
+    assert "fail (sign-flip p 0.063)" in v.text()
+    v = judge_a(M, gates(0.058, 0.04), [0.0] * 128)
+    g = v.dim("beyond_gaussian")
+    assert v.label == "reacts to any perturbation" and v.dim("gaussian_yes").gate == "pass"
+    assert (g.figure(), g.interval(), g.gate, g.why) == ("0.10", "[0.00, 0.20]", "fail", "sign-flip p 0.058")
     assert label(gates(math.nan, math.nan))["condition"] == "detected and identified"  # no test: the interval alone
     steer_untested = [dict(r, p=0.08) if r["metric"] == "steer_lp_rise_vs_random" else r for r in gates(0.04, 0.04)]
     v = label(steer_untested)  # the precondition asks its test too: an interval above 0 with p 0.08 is no steering
@@ -474,7 +485,9 @@ def test_a_detector_that_names_only_latently_gets_a_label_of_its_own():
     s = summarize(flat(_latent(_strong(), own=True, other_vector=True)))
     v = verdict(s)
     assert (v.value, v.condition) == (0.875, "detected, identified latently (not in words)")
-    assert "the sampled answers do not name it" in v.note and "latent naming beyond steering 1.00" in v.note
+    assert "the sampled answers do not name it" in v.note
+    lat = glance(s).dim("latent")
+    assert (lat.value, lat.gate) == (1.0, "pass") and glance(s).dim("names").gate == "fail"
     assert get(s, "latent_identification").value == 1.0
     lat = get(s, "latent_beyond_steering")
     assert lat.value == 1.0 and lat.p_holm < 0.05
@@ -494,13 +507,14 @@ def test_latent_naming_that_the_vector_does_alone_is_a_steering_reading():
     assert get(s, "latent_beyond_steering").value == 0.0
     assert get(s, "latent_identification:neutral").value == 1.0
     v = verdict(s)
-    assert v.condition == "detected, not identified" and "latent naming beyond steering 0.00" in v.note
+    assert v.condition == "detected, not identified" and (glance(s).dim("latent").value, glance(s).dim("latent").gate) == (0.0, "fail")
     recs = _latent(_strong(), own=True, other_vector=True)
     for r in recs:
         r.grade = {k: x for k, x in r.grade.items() if not k.endswith("_neutral")}
     s = summarize(flat(recs))
     assert not (s["metric"] == "latent_beyond_steering").any()
-    assert verdict(s).condition == "detected, not identified" and "beyond steering not measured" in verdict(s).note
+    assert verdict(s).condition == "detected, not identified"
+    assert (glance(s).dim("latent").figure(), glance(s).dim("latent").gate) == ("not measured", "not judged")
 
 
 def test_latent_naming_at_chance_or_not_following_the_vector_identifies_nothing():
@@ -527,7 +541,8 @@ def test_a_yes_bias_is_not_detection():
     v = verdict(s)
     assert (v.value, v.condition) == (0.25, "yes-bias, not detection")
     assert get(s, "bias_yes_rise").value == 1.0 and get(s, "net_beyond_yes_bias").value == 0.0
-    assert "'yes' to false statements rises 1.00" in v.note
+    d = glance(s)
+    assert (d.dim("yes_bias").value, d.dim("yes_bias").gate, d.dim("beyond_yes_bias").gate) == (1.0, "pass", "fail")
 
 
 def _reports(recs: list[Record], questions: tuple[str, ...]) -> list[Record]:
@@ -595,11 +610,13 @@ def test_unparsed_bias_answers_are_counted_and_left_out_of_the_wrong_rate():
 def test_an_anomaly_detector_reacts_to_any_perturbation():
     recs = _set(_perfect(), "random", detected=True)  # a Gaussian push reported as often
     v = verdict(summarize(flat(recs)))
-    assert (v.value, v.condition) == (0.5, "reacts to any perturbation") and "Gaussian ablation" in v.note
+    assert (v.value, v.condition) == (0.5, "reacts to any perturbation") and "a Gaussian push" in v.note
     assert "it tells the concepts apart" in v.note  # it names what it was given, though it says yes to noise
     unnamed = _set(recs, "injected", identified=False)
-    v = verdict(summarize(flat(unnamed)))
-    assert v.condition == "reacts to any perturbation" and "names the concept" in v.note
+    s = summarize(flat(unnamed))
+    v = verdict(s)
+    assert v.condition == "reacts to any perturbation" and glance(s).dim("names").gate == "fail"
+    assert (glance(s).dim("beyond_gaussian").gate, glance(s).dim("gaussian_yes").gate) == ("fail", "pass")
     assert "tells the concepts apart" not in v.note
 
 

@@ -107,3 +107,21 @@ def test_the_interval_covers_the_true_difference_under_shared_concept_effects():
             r = _get(vs_base(pd.DataFrame(recs), A, B), "net_vs_base")
             hits += r["lo"] <= truth <= r["hi"]
         assert hits / runs >= 0.93, (rise, hits / runs)
+
+
+def test_latent_naming_beyond_steering_against_the_base_model():
+    """Both models name the word after the neutral prefill (steering); only the adapter also does
+    after the report on every concept, the base model on none: 1 − 0 per concept. Second samples
+    carry the opposite reading and are ignored (one latent reading per trial)."""
+    df = _frame({B: {w: ([1, 0], [0, 0], [0, 0]) for w in WORDS},
+                 A: {w: ([1, 0], [0, 0], [0, 0]) for w in WORDS}})
+    inj = df["condition"] == "injected"
+    first = df["sample"] == 0
+    df.loc[inj, "grade.latent_names_word_neutral"] = True
+    df.loc[inj, "grade.latent_names_word"] = np.where(df.loc[inj, "model_id"] == A, first[inj], ~first[inj])
+    row = _get(vs_base(df, A, B), "latent_beyond_steering_vs_base")
+    assert row["value"] == pytest.approx(1.0) and row["n_clusters"] == 8
+    df.loc[inj, "grade.latent_names_word"] = True  # both name it after the report too: no excess
+    assert _get(vs_base(df, A, B), "latent_beyond_steering_vs_base")["value"] == pytest.approx(0.0)
+    assert not [r for r in vs_base(df.drop(columns="grade.latent_names_word_neutral"), A, B)
+                if r["metric"] == "latent_beyond_steering_vs_base"]

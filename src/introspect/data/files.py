@@ -67,10 +67,14 @@ def clean_words(items: Any) -> tuple[str, ...]:
     return tuple(out.values())
 
 
+CONCEPTS_DIR = Path(__file__).resolve().parent / "concepts"  # package data; the repo's concepts/ links here
+
+
 def concepts_dir() -> Path:
-    """``$INTROSPECT_CONCEPTS`` if set, else the repository's ``concepts/`` directory."""
+    """``$INTROSPECT_CONCEPTS`` if set, else the word lists shipped in the package
+    (``introspect/data/concepts``), so an installed toolkit finds them from any folder."""
     env = os.environ.get("INTROSPECT_CONCEPTS")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "concepts"
+    return Path(env) if env else CONCEPTS_DIR
 
 
 def parse_yaml(text: str) -> Any:

@@ -4,6 +4,11 @@ Why a schema: every number in a report must be traceable to how it was produced 
 fingerprint, versions, commit), and a sweep killed mid-write must resume without losing or
 duplicating a trial. Each line is written with a single ``write`` + ``flush`` + ``fsync`` on an
 ``O_APPEND`` file, so a crash leaves at most one torn last line, which ``read_records`` drops.
+
+The published contract is ``introspect.records.schema``: JSON Schema files for version
+``SCHEMA_VERSION`` (``schema/v1/``), per task, and ``docs/record-schema.md`` generated from them.
+``validate`` here is its dependency-free subset, checked on every write; a test keeps the two in
+agreement and validates every record every task writes against the files.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """One self-contained HTML dashboard for a results directory.
 
-Besides the figures: one verdict banner per model and task (detected / inconclusive / no
-measurable effect, with the evidence and the power line: a null next to an injection that moved
-nothing is no evidence about introspection), and a task-A table with every detection number
+Besides the figures: one verdict banner per model and task (``report.verdict_view``: the label,
+then for task A a table of its dimensions with their gates, why, the Holm family and the power
+line: a null next to an injection that moved nothing is no evidence about introspection), and a task-A table with every detection number
 beside the steering check of its cell. Everything is inline (plotly.js once, in the head; no CDN), so the file can be mailed or opened
 offline. A tiny script loaded before anything else records JavaScript errors into the
 ``data-js-errors`` attribute of <html> (and a hidden <pre id="js-errors">), and after load the
@@ -24,6 +24,7 @@ from introspect.records.atomic import atomic_write_text
 from introspect.report.figures import Panel, build_figures
 from introspect.report.load import load_headers, load_results
 from introspect.report.metrics import summarize
+from introspect.report.verdict_view import verdicts
 from introspect.tasks.injection.metrics_steer import RULE, STEER_VARIANTS
 
 _ERROR_HOOK = """
@@ -103,6 +104,12 @@ details summary { cursor:pointer; color:var(--accent); margin:4px 0 10px; }
 .verdict.none { background:#fff1f0; border-color:#cf222e; }
 .verdict.detected { background:#effaf2; border-color:#1a7f37; }
 .verdict.inconclusive { background:#fff8e5; border-color:#bf8700; }
+.verdict table.glance { width:auto; margin:6px 0 4px; background:rgba(255,255,255,0.6); }
+.verdict table.glance th { position:static; background:transparent; }
+.verdict td.gate.pass { color:#1a7f37; font-weight:600; }
+.verdict td.gate.fail { color:#cf222e; font-weight:600; }
+.verdict td.gate.unjudged { color:var(--muted); }
+.verdict p.line { margin:2px 0; font-size:13px; }
 """
 
 
@@ -168,42 +175,6 @@ def summary_table(summary: pd.DataFrame) -> str:
             "estimate", "95% CI", "CI method", "n", "concepts", "sign-flip p", "Holm p", "note"]
     return (f"<details><summary>Show all {len(rows)} metrics (also in summary.csv / "
             f"summary.json)</summary>{_table(rows, head, mono={6})}</details>")
-
-
-TASK_NAMES = {"A": "Task A · injected-thought detection", "B": "Task B · thoughts vs text",
-              "C": "Task C · prefill intent"}
-
-
-def _verdict_kind(label: str) -> str:
-    """Banner colour from a verdict label's wording, whatever the exact label: green for a
-    detection ("detected …"), red for "no measurable effect", amber for anything else."""
-    text = str(label).strip().lower()
-    if text.startswith("detected"):
-        return "detected"
-    return "none" if text.startswith("no measurable") else "inconclusive"
-
-
-def _unrepeated(note: str, label: str) -> str:
-    """The verdict's note without the label it starts with (the banner shows the label already)."""
-    if note.lower().startswith(label.lower()):
-        rest = note[len(label):].lstrip(" :.,")
-        return rest[:1].upper() + rest[1:] if rest else note
-    return note
-
-
-def verdicts(summary: pd.DataFrame) -> str:
-    """One banner per (model, task): its verdict row (detected / inconclusive / no measurable
-    effect), the evidence behind it, and the power line."""
-    if summary.empty or "metric" not in summary:
-        return ""
-    v = summary[summary["metric"] == "verdict"].sort_values(["task", "model_id"])
-    out = []
-    for r in v.itertuples():
-        task = TASK_NAMES.get(r.task, f"Task {r.task}")
-        out.append(f'<div class="verdict {_verdict_kind(r.condition)}" '
-                   f'data-task="{_esc(r.task)}"><strong>{_esc(task)} — {_esc(r.model_id)}: '
-                   f"{_esc(r.condition)}</strong>. {_esc(_unrepeated(str(r.note), str(r.condition)))}</div>")
-    return "".join(out)
 
 
 _CELL_TABLE = (("tpr", "TPR"), ("fpr", "FPR (matched)"), ("net", "Net"),

@@ -12,7 +12,6 @@ size, quantization at rest, dtype) that goes into every run header.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
@@ -21,13 +20,14 @@ from typing import Any
 import torch
 import yaml
 
+from introspect.data.fetch import cache_root  # noqa: F401 (re-exported: one cache root for weights and data)
 from introspect.engine.load import attention, devices, fastpath, gguf_files, head, hub
 from introspect.engine.load.adapters import ADAPTER_NOTE, check_scale, merge_into
 from introspect.engine.load.gguf_files import ModelError
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _REGISTRY_FILE = Path(__file__).with_name("models.yaml")
-INSTALL_CMD = "python -m experiments.models install {name}"
+INSTALL_CMD = "introspect models install {name}"  # from a clone also: python -m experiments.models install
 
 __all__ = ["DEFAULT_MODEL", "ModelEntry", "ModelError", "ModelInfo", "load_model", "model_info",
            "registry", "resolve"]
@@ -93,11 +93,6 @@ def registry() -> dict[str, ModelEntry]:
         m = {k: tuple(v) if isinstance(v, list) else v for k, v in m.items()}
         out[m["name"]] = ModelEntry(**m)
     return out
-
-
-def cache_root() -> Path:
-    """Where converted weights and concept vectors live (``INTROSPECT_CACHE`` overrides)."""
-    return Path(os.environ.get("INTROSPECT_CACHE", Path.home() / ".cache" / "introspect"))
 
 
 def resolve_dtype(preferred: str | torch.dtype | None, device: str) -> torch.dtype:

@@ -1,7 +1,8 @@
 """Toolkit tasks as Inspect evals (first step: task A's detection question).
 
-``inspect eval introspect/integrations/inspect/tasks.py@injected_thoughts --model
-introspect/smollm2-135m-instruct -T layer=20`` asks task A's question (Lindsey's ``paper``
+``inspect eval introspect/injected_thoughts --model introspect/smollm2-135m-instruct`` (the
+task registered by name; ``-T layer=20`` for another layer than the command line's default ones)
+asks task A's question (Lindsey's ``paper``
 framing, ``explained``, or ``seed``: the strict NO_INJECTION / INJECTION: <word> format) as the
 toolkit's task A plans it: one sample per (concept, trial), one request of conditions decoded
 from one prompt: the control, then per (layer, α) cell the concept injected from the blank line
@@ -54,6 +55,27 @@ def _listed(x: Any) -> list[Any]:
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
+def layers_of(layer: Any) -> tuple[int, ...]:
+    """``layer`` (a number or a list) as layers; None: the command line's default layers for the
+    model under evaluation (``tasks.runner.default_layers``: three around two thirds of its
+    depth), read from the ``introspect/...`` model Inspect evaluates (loaded once per process)."""
+    if layer is not None:
+        return tuple(int(la) for la in _listed(layer))
+    from inspect_ai.model import get_model
+
+    from introspect.integrations.inspect.provider import IntrospectAPI
+    from introspect.tasks.runner import default_layers
+
+    try:
+        api = get_model().api
+    except Exception as e:  # no model to evaluate (the task made outside an eval)
+        raise ValueError(f"layer not given and no model to read the default layers from ({e}); pass -T layer=L") from e
+    if not isinstance(api, IntrospectAPI):
+        raise ValueError(f"layer not given: the default layers come from an introspect/<model>'s depth, and "
+                         f"{type(api).__name__} has none; pass -T layer=L")
+    return default_layers(int(api.model().cfg.n_layers))
+
+
 def cell_conditions(word: str, other: str | None, cells: list[tuple[int, float]], *, ablations: bool = True,
                     placebo: bool = True) -> list[dict[str, Any]]:
     """A trial's conditions in task A's order: the control, then per cell injected, random,
@@ -74,13 +96,14 @@ def cell_conditions(word: str, other: str | None, cells: list[tuple[int, float]]
 
 
 @task
-def injected_thoughts(layer: int | list[int], alpha: float | list[float] = 4.0, alpha_units: str = "raw",
+def injected_thoughts(layer: int | list[int] | None = None, alpha: float | list[float] = 4.0, alpha_units: str = "raw",
                       n_concepts: int = 5, n_trials: int = 1, framing: str = "paper", ablations: bool = True,
                       placebo: bool = True, samples: int = 1, seed: int = 0, words_file: str | None = None,
                       max_tokens: int = 40, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
                       n_bias: int = 5) -> Task:
     """Task A's detection question, one sample per (concept, trial), each a group of conditions
-    (every (layer, α) cell of ``layer`` × ``alpha``, each a number or a list), K = ``samples``
+    (every (layer, α) cell of ``layer`` × ``alpha``, each a number or a list; ``layer`` not given:
+    the command line's default layers for the model, ``layers_of``), K = ``samples``
     answers per condition; and, per concept, task A's first ``n_bias`` bias questions in the
     same framing (the control ``bias_control`` and the concept injected per cell: ``bias``),
     answered within min(16, ``max_tokens``) tokens; the toolkit's defaults (T = 1, 40 tokens,
@@ -90,7 +113,7 @@ def injected_thoughts(layer: int | list[int], alpha: float | list[float] = 4.0, 
     items = P.load_bias_items()
     if not 0 <= n_bias <= len(items):
         raise ValueError(f"n_bias must be between 0 and the {len(items)} bias questions, got {n_bias}")
-    cfg = TaskConfig(layers=tuple(int(la) for la in _listed(layer)), alphas=tuple(float(a) for a in _listed(alpha)),
+    cfg = TaskConfig(layers=layers_of(layer), alphas=tuple(float(a) for a in _listed(alpha)),
                      alpha_units=alpha_units, n_concepts=n_concepts, n_trials=n_trials, seed=seed,
                      words_file=words_file, n_samples=int(samples))
     ctx = SimpleNamespace(cfg=cfg)  # what task A's draws read: the seed and the words file

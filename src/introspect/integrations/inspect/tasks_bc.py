@@ -45,6 +45,7 @@ from introspect.grading import (
 )
 from introspect.integrations.inspect.provider import METADATA_KEY
 from introspect.integrations.inspect.request import parse_request
+from introspect.integrations.inspect.tasks import layers_of
 from introspect.tasks import prompts as P
 from introspect.tasks.base import UNMATCHED_PARAMS, TaskConfig, Trial
 from introspect.tasks.injection import common, task_b, task_c
@@ -180,7 +181,7 @@ def _listed(x: Any) -> tuple:
 
 def _cfg(layer, alpha, alpha_units, n_concepts, n_trials, variant, samples, seed, words_file, max_tokens,
          temperature, top_p, top_k) -> TaskConfig:
-    return config_for(layers=tuple(int(x) for x in _listed(layer)), alphas=tuple(float(a) for a in _listed(alpha)),
+    return config_for(layers=layers_of(layer), alphas=tuple(float(a) for a in _listed(alpha)),
                       alpha_units=alpha_units, n_concepts=n_concepts, n_trials=n_trials, seed=seed,
                       words_file=words_file, variant=variant, n_samples=int(samples), max_new_tokens=max_tokens,
                       temperature=temperature, top_p=top_p, top_k=top_k)
@@ -194,14 +195,15 @@ def _task(name: str, cfg: TaskConfig, samples: list[Sample]) -> Task:
 
 
 @task
-def thoughts_vs_text(layer: int | list[int], alpha: float | list[float] = 4.0, alpha_units: str = "raw",
+def thoughts_vs_text(layer: int | list[int] | None = None, alpha: float | list[float] = 4.0, alpha_units: str = "raw",
                      n_concepts: int = 5, n_trials: int = 1, variant: str | None = None, samples: int = 1,
                      seed: int = 0, words_file: str | None = None, max_tokens: int = 40, temperature: float = 1.0,
                      top_p: float = 1.0, top_k: int = 0) -> Task:
     """Task B as the toolkit plans it (``task_b.plan``): variants ``paper`` and ``mc`` by default
     (``-T variant=paper,seed,mc`` or ``all``), per (variant, concept, trial) one sample asking
     the trial's prompts, each with the control and the concept injected on the sentence per
-    (layer, α) cell, K = ``samples`` answers each."""
+    (layer, α) cell (``layer`` not given: the command line's default layers for the model,
+    ``tasks.layers_of``), K = ``samples`` answers each."""
     cfg = _cfg(layer, alpha, alpha_units, n_concepts, n_trials, variant, samples, seed, words_file, max_tokens,
                temperature, top_p, top_k)
     ctx = SimpleNamespace(cfg=cfg)
@@ -217,14 +219,15 @@ def thoughts_vs_text(layer: int | list[int], alpha: float | list[float] = 4.0, a
 
 
 @task
-def prefill_intent(layer: int | list[int], alpha: float | list[float] = 4.0, alpha_units: str = "raw",
+def prefill_intent(layer: int | list[int] | None = None, alpha: float | list[float] = 4.0, alpha_units: str = "raw",
                    n_concepts: int = 5, n_trials: int = 1, variant: str | None = None, samples: int = 1,
                    seed: int = 0, words_file: str | None = None, max_tokens: int = 40, temperature: float = 1.0,
                    top_p: float = 1.0, top_k: int = 0) -> Task:
     """Task C as the toolkit plans it (``task_c.plan``): variant ``paper`` by default (``-T
     variant=seed`` or ``all``), per (variant, concept, trial) one sample: the earlier turn says
     the concept; the control, and per (layer, α) cell the concept (``injected``) and the next
-    concept (``mismatch``) retro-injected on the sentence, K = ``samples`` answers each."""
+    concept (``mismatch``) retro-injected on the sentence (``layer`` not given: the command
+    line's default layers for the model, ``tasks.layers_of``), K = ``samples`` answers each."""
     cfg = _cfg(layer, alpha, alpha_units, n_concepts, n_trials, variant, samples, seed, words_file, max_tokens,
                temperature, top_p, top_k)
     sentences = P.load_sentences()

@@ -34,6 +34,12 @@ that level above 0 *and* its exact sign-flip test, so no label claims more than 
 first-token log-odds introspection score stays a reading (its floor effect makes it no gate) and
 is in no family. ``report.labels`` checks every label's false rate by simulation. Other-concept
 and −v yes-rates are shown as what a detector should also say yes to, never as a failure.
+
+What it returns: ``judge_a`` builds a ``VerdictA`` (``verdict_glance``): the label, then each
+dimension of the framing × cell it picked (the first cell with the winning outcome; for an
+inconclusive verdict the first blocked cell, else the cell nearest to a claim) with its figure,
+interval and gate, read by the same gates that chose the label; why, the other cells, the Holm
+family and the power line below. ``verdict_a`` turns it into the summary's rows.
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ import numpy as np
 
 from introspect.stats import clustered as C
 from introspect.stats.holm import holm_interval
-from introspect.tasks.injection.metrics_steer import RULE, cell_steers, steering_cells
+from introspect.tasks.injection.metrics_steer import cell_steers, steer_variant, steering_cells
+from introspect.tasks.injection.verdict_glance import FAIL, PASS, UNJUDGED, Dimension, VerdictA
 from introspect.tasks.tidy import CELL, EFFECT_P, clears, row, row_p
 
 HEADLINE = {"net", "identification_vs_random", "latent_beyond_steering"}  # the claims, once each
@@ -55,6 +62,16 @@ A_VERDICTS = {1.0: "detected and identified", 0.875: "detected, identified laten
               0.25: "yes-bias, not detection", 0.0: "inconclusive", -1.0: "no measurable effect"}
 DETECTED = 0.75  # verdict values at or above this say "detected"
 REPORTS_MAX = 0.5  # above this share of injected bias answers being reports, the yes-bias is not judged
+OUTCOMES = {"identified": 1.0, "latent": 0.875, "detected": 0.75, "perturbation": 0.5, "yes-bias": 0.25}  # best first
+WHY = {"identified": "Net above its controls, beyond the yes-bias and beyond a Gaussian push; names the concept "
+                     "above chance and follows the vector",
+       "latent": "after the detection report the concept's name rises most among the run's concepts more often than "
+                 "after a neutral prefill under the same vector (beyond its steering)",
+       "detected": "Net above its controls, beyond the yes-bias and beyond a Gaussian push",
+       "perturbation": "Net above its controls and beyond the yes-bias, but a Gaussian push of the same norm raises "
+                       "'yes' too and Net is not above it",
+       "yes-bias": "Net above its controls, but injection makes unrelated false statements answered 'yes' about as "
+                   "much more often"}
 
 
 def _find(rows: list[dict], metric: str, ref: dict) -> dict | None:
@@ -109,114 +126,201 @@ def power(rows: list[dict], model: str, task: str, metric: str) -> tuple[float, 
     return mde, line, tests
 
 
+def _claim(r: dict | None) -> bool:
+    """A claim of the Holm family (Net, naming, latent naming): its Holm p below ``EFFECT_P`` and
+    its interval at the Holm level above 0."""
+    return r is not None and r["p_holm"] < EFFECT_P and holm_interval(r, EFFECT_P)[0] > 0
+
+
+def _latent(lat: dict | None, lat_v: dict | None, lat_f: dict | None) -> bool:
+    """Latent naming beyond steering as a claim, against another concept's vector and following
+    the vector (the steering readings gate it against a word the report context favours)."""
+    return _claim(lat) and _clears(lat) and _gate(lat_v) and _gate(lat_f)
+
+
+def _where(r: dict) -> str:
+    return f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}"
+
+
 def _judge(rows: list[dict], model: str, r: dict) -> tuple[str, str]:
-    """(outcome, text) of one Net cell: "blocked", "yes-bias", "perturbation", "detected", "latent" or
-    "identified"; the text says where and why. Every gate at its family-wise level (``_gate``)."""
-    where = f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g}"
+    """(outcome, reason) of one Net cell: "blocked", "yes-bias", "perturbation", "detected", "latent"
+    or "identified", and why where a reader needs it. Every gate at its family-wise level (``_gate``)."""
     coherent = _gate(_find(rows, "net:coherent", r))
     missing = [why for ok, why in ((coherent, "not among coherent answers"),
                                    (cell_steers(rows, model, r), "the cell does not steer")) if not ok]
     if missing:
-        return "blocked", f"{where}: {' and '.join(missing)}"
+        return "blocked", " and ".join(missing)
     beyond, rise = _find(rows, "net_beyond_yes_bias", r), _find(rows, "bias_yes_rise", r)
     reports = _find(rows, "bias_detection_reports", r)
     share = reports["value"] if reports is not None else 0.0
-    bias_txt = (f"'yes' to false statements rises {_cip(rise)}, Net beyond that {_cip(beyond)}"
-                + (f", detection reports to unrelated questions {share:.2f}" if reports is not None else ""))
     if beyond is None:
-        return "blocked", f"{where}: no bias questions answered on content in this framing and cell, so the yes-bias is not measured"
+        return "blocked", "no bias questions answered on content in this framing and cell, so the yes-bias is not measured"
     if share > REPORTS_MAX:
-        return "blocked", (f"{where}: the yes-bias is not judged, {share:.2f} of the injected answers to unrelated "
-                           f"questions are detection reports (over {REPORTS_MAX:g}) ({bias_txt})")
+        return "blocked", (f"the yes-bias is not judged, {share:.2f} of the injected answers to unrelated questions "
+                           f"are detection reports (over {REPORTS_MAX:g})")
     if not _gate(beyond):
-        if _gate(rise):
-            return "yes-bias", f"{where} ({bias_txt})"
-        return "blocked", f"{where}: not clearly beyond the yes-bias ({bias_txt})"
-    gauss, g_ctl = _find(rows, "net_vs_random", r), _find(rows, "random_vs_control", r)
-    ident, follows = _find(rows, "identification_vs_random", r), _find(rows, "follows_vector", r)
-    named = ident is not None and ident["p_holm"] < EFFECT_P and holm_interval(ident, EFFECT_P)[0] > 0
+        return ("yes-bias", "") if _gate(rise) else ("blocked", "not clearly beyond the yes-bias")
+    named = _claim(_find(rows, "identification_vs_random", r))
+    follows = _find(rows, "follows_vector", r)
     follows_ok = _gate(follows)
-    if not _gate(gauss):
-        gtxt = f"Net over the Gaussian ablation {_cip(gauss)}, the Gaussian over no injection {_cip(g_ctl)}"
-        if not _gate(g_ctl):
-            return "blocked", f"{where}: not clearly beyond a Gaussian push, nor shown to react to one ({gtxt})"
+    if not _gate(_find(rows, "net_vs_random", r)):
+        if not _gate(_find(rows, "random_vs_control", r)):
+            return "blocked", "not clearly beyond a Gaussian push, nor shown to react to one"
         # its yes is not specific to concepts; whether its words are is still worth saying
-        tells = (f"; names the concept vs under another's vector {_ci(ident)}, follows the vector {_cip(follows)}"
-                 + (": it tells the concepts apart, though its yes is not specific to them" if named and follows_ok
-                    else ""))
-        return "perturbation", f"{where} ({gtxt}{tells})"
-    other = ", ".join(f"{name} {x['value']:.2f}" for name, m in (("another concept's vector", "concept_random_detection"),
-                                                                  ("−v", "negative_detection"))
-                      if (x := _find(rows, m, r)) is not None)
-    lat, lat_s = _find(rows, "latent_beyond_steering", r), _find(rows, "latent_identification:neutral", r)
-    lat_v, lat_f = _find(rows, "latent_identification_vs_random", r), _find(rows, "latent_follows_vector", r)
-    latent = (lat is not None and lat["p_holm"] < EFFECT_P and holm_interval(lat, EFFECT_P)[0] > 0 and _clears(lat)
-              and _gate(lat_v) and _gate(lat_f))
-    txt = (f"{where} (Net {_ci(r)}, Holm p {r['p_holm']:.2g}; {bias_txt}; over the Gaussian ablation "
-           f"{_cip(gauss)}; yes-rates a detector should share: {other or 'not measured'}; names the concept vs "
-           f"under another's vector {_ci(ident)}; follows the vector {_cip(follows)}"
-           + (f"; latent naming beyond steering {_ci(lat)}" + (f" (after a neutral prefill the vector alone names "
-                                                                f"it {lat_s['value']:.2f})" if lat_s is not None else "")
-              + f", latent naming vs under another's vector {_cip(lat_v)}, latent follows the vector {_cip(lat_f)}"
-              if lat is not None else "; latent naming beyond steering not measured"))
+        return "perturbation", ("it tells the concepts apart, though its yes is not specific to them"
+                                if named and follows_ok else "")
     if named and follows_ok:
-        return "identified", txt + ")"
-    if latent:
-        return "latent", txt + ": the sampled answers do not name it)"
+        return "identified", ""
+    if _latent(*(_find(rows, m, r) for m in ("latent_beyond_steering", "latent_identification_vs_random",
+                                              "latent_follows_vector"))):
+        return "latent", "the sampled answers do not name it"
     why = [w for ok, w in ((named, "does not name the concept above chance after Holm"),
                            (follows_ok, "follows-the-vector not recorded" if follows is None
                             else "does not follow the vector")) if not ok]
-    return "detected", txt + f": {' and '.join(why)})"
+    return "detected", " and ".join(why)
 
 
-def verdict_a(model: str, rows: list[dict], identical: list[float]) -> list[dict]:
-    """Task A's verdict for one model (see the module docstring) and its power line."""
+def _failed(r: dict | None, claim: bool = False) -> str:
+    """Why a row whose 95% interval clears 0 fails its gate: the p that failed, or its interval at
+    the Holm level (empty when the interval itself reaches 0: the table shows that)."""
+    if r is None or not r["lo"] > 0:
+        return ""
+    m = int(r.get("holm_m", 1) or 1)
+    if row_p(r) >= EFFECT_P:
+        return f"sign-flip p {row_p(r):.2g}"
+    if m > 1 or claim:
+        ph = r.get("p_holm", math.nan)
+        if not ph < EFFECT_P:
+            return f"Holm p {ph:.2g}" + (f" over {m}" if m > 1 else "")
+        lo, hi = holm_interval(r, EFFECT_P)
+        return "no interval at the Holm level" if math.isnan(lo) else f"at the Holm level [{lo:.2f}, {hi:.2f}]"
+    return ""
+
+
+def _dim(key: str, name: str, r: dict | None, ok: bool, *, judged: bool = True, why: str = "",
+         unit: str = "", claim: bool = False) -> Dimension:
+    """One table row: ``r``'s figure and whether it passed (``ok``, the gate the label uses)."""
+    if r is None:
+        return Dimension(key, name, "", math.nan, math.nan, math.nan, math.nan, UNJUDGED, "not measured", unit)
+    gate = UNJUDGED if not judged else PASS if ok else FAIL
+    why = "" if gate == PASS else why or (_failed(r, claim) if gate == FAIL else "")  # UNJUDGED: ``why`` says why
+    ph = r.get("p_holm", math.nan)
+    p = row_p(r) if ph is None or math.isnan(ph) else float(ph)
+    return Dimension(key, name, r["metric"], float(r["value"]), float(r["lo"]), float(r["hi"]), p, gate, why, unit)
+
+
+ASKED = "row above passed"  # the yes-bias and Gaussian rows gate a label only when the row above them fails
+
+
+def _dimensions(rows: list[dict], model: str, r: dict) -> tuple[Dimension, ...]:
+    """The table of one Net cell: every gate a label reads there, by the gates ``_judge`` uses. The
+    yes-bias and the Gaussian's own rise are judged only where ``_judge`` asks them: when Net is not
+    beyond them (a model without a yes-bias does not fail a row)."""
+    f = {m: _find(rows, m, r) for m in (
+        "net:coherent", "net_beyond_yes_bias", "bias_yes_rise", "bias_detection_reports", "net_vs_random",
+        "random_vs_control", "identification_vs_random", "follows_vector", "latent_beyond_steering",
+        "latent_identification_vs_random", "latent_follows_vector")}
+    steer = _find(rows, "steer_lp_rise_vs_random", {**r, "variant": steer_variant(rows, model, r["variant"])})
+    reports = f["bias_detection_reports"]
+    share = reports["value"] if reports is not None else 0.0
+    lat, lat_v, lat_f = f["latent_beyond_steering"], f["latent_identification_vs_random"], f["latent_follows_vector"]
+    beyond_ok, gauss_ok = _gate(f["net_beyond_yes_bias"]), _gate(f["net_vs_random"])
+    lat_why = ", ".join(w for ok, w in ((_gate(lat_v), "not above another concept's vector"),
+                                        (_gate(lat_f), "does not follow the vector")) if not ok)
+    dims = [_dim("net", "detection (Net)", r, _claim(r), claim=True),
+            _dim("coherent", "detection, coherent answers only", f["net:coherent"], _gate(f["net:coherent"])),
+            _dim("steering", "steering (word's gain over random)", steer, cell_steers(rows, model, r), unit="nats"),
+            _dim("beyond_yes_bias", "beyond the yes-bias", f["net_beyond_yes_bias"], beyond_ok,
+                 judged=share <= REPORTS_MAX, why=f"reports over {REPORTS_MAX:g}" if share > REPORTS_MAX else ""),
+            _dim("yes_bias", "yes-bias ('yes' to false statements)", f["bias_yes_rise"], _gate(f["bias_yes_rise"]),
+                 judged=not beyond_ok, why="" if not beyond_ok else ASKED)]
+    if reports is not None and share > 0:
+        dims.append(_dim("reports", f"reports to unrelated questions (≤ {REPORTS_MAX:g})", reports,
+                         share <= REPORTS_MAX, why=f"over {REPORTS_MAX:g}"))
+    return (*dims,
+            _dim("beyond_gaussian", "beyond any perturbation (Gaussian)", f["net_vs_random"], gauss_ok),
+            _dim("gaussian_yes", "a Gaussian push raises 'yes'", f["random_vs_control"], _gate(f["random_vs_control"]),
+                 judged=not gauss_ok, why="" if not gauss_ok else ASKED),
+            _dim("names", "names the concept (vs another's vector)", f["identification_vs_random"],
+                 _claim(f["identification_vs_random"]), claim=True),
+            _dim("follows", "follows the vector", f["follows_vector"], _gate(f["follows_vector"])),
+            _dim("latent", "latent naming beyond steering", lat, _latent(lat, lat_v, lat_f), claim=True,
+                 why=lat_why if _claim(lat) and _clears(lat) else ""))
+
+
+def _readings(rows: list[dict], r: dict) -> list[str]:
+    """What the table leaves out and a reader may want: yes-rates a detector should share, and the
+    latent naming's steering readings."""
+    other = ", ".join(f"{name} {x['value']:.2f}" for name, m in (("another concept's vector", "concept_random_detection"),
+                                                                  ("−v", "negative_detection"))
+                      if (x := _find(rows, m, r)) is not None)
+    out = [f"yes-rates a detector should share: {other}"] if other else []
+    lat_s = _find(rows, "latent_identification:neutral", r)
+    if lat_s is not None:
+        out.append(f"after a neutral prefill the vector alone names it latently {lat_s['value']:.2f}")
+    if _find(rows, "latent_beyond_steering", r) is not None:
+        out.append(f"latent naming vs under another's vector {_cip(_find(rows, 'latent_identification_vs_random', r))}, "
+                   f"latent follows the vector {_cip(_find(rows, 'latent_follows_vector', r))}")
+    return out
+
+
+def judge_a(model: str, rows: list[dict], identical: list[float]) -> VerdictA:
+    """Task A's verdict for one model (see the module docstring), with the table of the cell it picked."""
     nets = [r for r in rows if r["metric"] == "net" and r["model_id"] == model and r["task"] == "A"]
-    found: dict[str, list[str]] = {}
+    found: dict[str, list[tuple[dict, str]]] = {}
     for r in nets:
-        if r["p_holm"] < EFFECT_P and holm_interval(r, EFFECT_P)[0] > 0:
-            kind, txt = _judge(rows, model, r)
-            found.setdefault(kind, []).append(txt)
+        if _claim(r):
+            kind, reason = _judge(rows, model, r)
+            found.setdefault(kind, []).append((r, reason))
     steered = steering_cells(rows, model)
     same = float(np.mean(identical)) if identical else math.nan
-    mde, line, tests = power(rows, model, "A", "net")
+    _, line, tests = power(rows, model, "A", "net")
     framings = sorted({str(r["variant"]) for r in nets})
     cells = sorted({f"L{int(r['layer_idx'])} α{r['alpha']:g} {r['alpha_units']}" for r in nets})
     family = sorted({r["metric"] for r in rows if r["metric"] in HEADLINE and r["model_id"] == model
                      and r["task"] == "A"}) or sorted(HEADLINE)
-    evidence = (f"Holm family: {tests} tests = {', '.join(family)} × framings {framings} × "
-                f"cells {cells}; {len(steered)} cells steer ({RULE}); {same:.0%} of injected answers "
-                "equal their matched control")
-    if found.get("identified"):
-        v, note = 1.0, f"detected and identified at {'; '.join(found['identified'])}; {evidence}"
-    elif found.get("latent"):
-        v, note = 0.875, (f"detected, identified latently (not in words): after the detection report the concept's "
-                          f"name rises most among the run's concepts more often than after a neutral prefill under "
-                          f"the same vector (beyond its steering), the sampled answers do not say it, at "
-                          f"{'; '.join(found['latent'])}; {evidence}")
-    elif found.get("detected"):
-        v, note = 0.75, f"detected, not identified, at {'; '.join(found['detected'])}; {evidence}"
-    elif found.get("perturbation"):
-        v, note = 0.5, (f"reacts to any perturbation: Net above its controls and beyond the yes-bias, a Gaussian "
-                        f"push of the same norm raises 'yes' too and Net is not above it, at {'; '.join(found['perturbation'])}; {evidence}")
-    elif found.get("yes-bias"):
-        v, note = 0.25, (f"yes-bias, not detection: Net above its controls, but injection makes unrelated "
-                         f"false statements answered 'yes' about as much more often, at {'; '.join(found['yes-bias'])}; {evidence}")
+    holm = f"Holm family: {tests} tests = {', '.join(family)} × framings {framings} × cells {cells}"
+    run = f"{len(steered)} cells steer; {same:.0%} of injected answers equal their matched control"
+    nearest = min(nets, key=lambda r: (r["p_holm"] if r["p_holm"] == r["p_holm"] else math.inf, -r["value"]),
+                  default=None)
+    kind = next((k for k in OUTCOMES if found.get(k)), None)
+    also = ""
+    if kind is not None:
+        v, (picked, reason) = OUTCOMES[kind], found[kind][0]
+        why = WHY[kind] + (f"; {reason}" if reason else "")
+        also = "; ".join(_where(r) + (f" ({x})" if x else "") for r, x in found[kind][1:])
     elif same >= IDENTICAL and not steered:
-        v, note = -1.0, (f"no measurable effect: {evidence}. A null here says nothing about introspection: "
-                         "the vector did not reach the output (use a larger α, another layer or model)")
+        v, picked = -1.0, nearest
+        why = ("the vector did not reach the output (no cell steers, injected answers equal their controls): a null "
+               "here says nothing about introspection (use a larger α, another layer or model)")
     else:
-        near = [f"{r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g} (Holm p {r['p_holm']:.3g}, interval at "
-                f"the Holm level [{lo:.2f}, {hi:.2f}])" for r in nets if r["p_holm"] < EFFECT_P
-                for lo, hi in [holm_interval(r, EFFECT_P)] if not lo > 0]
-        why = (f"Net survives Holm but {'; '.join(found['blocked'])}" if found.get("blocked")
+        near = [r for r in nets if r["p_holm"] < EFFECT_P and not holm_interval(r, EFFECT_P)[0] > 0]
+        near_txt = [f"{_where(r)} (Holm p {r['p_holm']:.3g}, interval at the Holm level [{lo:.2f}, {hi:.2f}])"
+                    for r in near for lo, hi in [holm_interval(r, EFFECT_P)]]
+        blocked = found.get("blocked", [])
+        why = ("Net survives Holm but " + "; ".join(f"{_where(r)}: {x}" for r, x in blocked) if blocked
                else f"Net's Holm p is below {EFFECT_P:g} but its interval at the Holm level (Bonferroni, "
-                    f"so wider) reaches 0 at {'; '.join(near)}: a claim needs both" if near
+                    f"so wider) reaches 0 at {'; '.join(near_txt)}: a claim needs both" if near
                else "no Net survives Holm")
-        v, note = 0.0, f"inconclusive ({why}): {evidence}; {line}"
+        v, picked = 0.0, blocked[0][0] if blocked else near[0] if near else nearest
+    readings = "; ".join([*(_readings(rows, picked) if picked is not None else []), run])
+    return VerdictA(model=model, value=v, label=A_VERDICTS[v], where=_where(picked) if picked is not None else "",
+                    units=str(picked["alpha_units"]) if picked is not None else "",
+                    dims=_dimensions(rows, model, picked) if picked is not None else (), why=why, also=also,
+                    readings=readings, holm=holm, power=line)
+
+
+def verdict_a(model: str, rows: list[dict], identical: list[float]) -> list[dict]:
+    """Task A's verdict rows for one model: ``verdict`` (its note the plain glance, ``VerdictA.text``),
+    ``power:net`` (the power line) and ``verdict_glance`` (the ``VerdictA`` as JSON, for renderers)."""
+    va = judge_a(model, rows, identical)
+    nets = [r for r in rows if r["metric"] == "net" and r["model_id"] == model and r["task"] == "A"]
+    mde, line, _ = power(rows, model, "A", "net")
     keys = {"model_id": model, "task": "A", "variant": "all"}
     g = max([int(r["n_clusters"] or 0) for r in nets], default=0)
-    return [row(keys, "verdict", (v, math.nan, math.nan), len(identical), A_VERDICTS[v], note=note,
+    return [row(keys, "verdict", (va.value, math.nan, math.nan), len(identical), va.label, note=va.text(),
                 n_clusters=g),
             row(keys, "power:net", (mde, math.nan, math.nan), len(identical), "injected-control",
-                note=line, n_clusters=g, p_min=C.smallest_p(g) if g else math.nan)]
+                note=line, n_clusters=g, p_min=C.smallest_p(g) if g else math.nan),
+            row(keys, "verdict_glance", (math.nan, math.nan, math.nan), len(identical), va.label,
+                note=va.to_json(), n_clusters=g)]

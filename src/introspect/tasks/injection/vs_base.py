@@ -8,6 +8,10 @@ base model's. Runs of the two models on the same words (``--words-file``) give e
 Net in each; the difference per concept gets the same concept-level Student-t interval and
 sign-flip p as every other concept-level mean (``stats.clustered.concept_mean``), over the
 concepts both runs have. The rows are extra comparisons, outside the verdict's Holm family.
+
+``latent_beyond_steering_vs_base``: latent naming beyond steering (after the detection report −
+after the neutral prefill, first sample of each trial) of the adapted model minus the base
+model's on the same words: what training added to naming beyond what the vector steers.
 """
 
 from __future__ import annotations
@@ -17,8 +21,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from introspect.tasks.injection.metrics_a import NOT_CELL, detection_questions
-from introspect.tasks.tidy import CELL, col, combo_row, flag, groups, pair, with_match_keys
+from introspect.tasks.injection.metrics_a import NOT_CELL, _first_sample, detection_questions
+from introspect.tasks.tidy import (
+    CELL,
+    col,
+    combo_row,
+    concepts,
+    flag,
+    groups,
+    pair,
+    with_match_keys,
+)
 
 # metric -> (the reference condition each injected answer is paired with, what is differenced)
 METRICS = {
@@ -33,6 +46,16 @@ def _diffs(inj: pd.DataFrame, ref: pd.DataFrame) -> tuple[np.ndarray, np.ndarray
     if p.empty:
         return np.zeros(0), np.zeros(0, dtype=object)
     return flag(col(p, "grade.detected")) - flag(col(p, "grade.detected~c")), p["concept"].to_numpy()
+
+
+def _latent_excess(cdf: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per injected trial (first sample: one latent reading per trial), report hit − neutral hit."""
+    inj = _first_sample(cdf[cdf["condition"] == "injected"])
+    if inj.empty or "grade.latent_names_word_neutral" not in inj.columns:
+        return np.zeros(0), np.zeros(0, dtype=object)
+    d = flag(col(inj, "grade.latent_names_word"), None) - flag(col(inj, "grade.latent_names_word_neutral"), None)
+    keep = ~np.isnan(d)
+    return d[keep], concepts(inj)[keep]
 
 
 def _cells(df: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
@@ -65,6 +88,12 @@ def vs_base(records: pd.DataFrame, adapted: str, base: str) -> list[dict[str, An
                     out += combo_row(keys, metric, parts, lambda x, y: x - y, f"{adapted} − {base}",
                                      note=f"{what}: the adapted model's minus the base model's, paired "
                                           "by concept (concepts both runs have); not in the verdict's Holm family")
+            parts = [_latent_excess(cells[m][cell]) for m in (adapted, base)]
+            if all(len(v) for v, _ in parts):
+                out += combo_row(keys, "latent_beyond_steering_vs_base", parts, lambda x, y: x - y,
+                                 f"{adapted} − {base}",
+                                 note="latent naming beyond steering (report − neutral prefill): the adapted "
+                                      "model's minus the base model's, paired by concept; not in the Holm family")
     for r in out:
         r.pop("_est", None)  # verdicts' private refit handle: these rows feed no verdict
     return out

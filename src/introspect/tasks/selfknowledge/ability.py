@@ -4,8 +4,9 @@ Why a task of its own: 002 correlates self-knowledge with abilities taken from b
 self-knowledge experiments never used. Estimating abilities from the Delegate Game's or the
 difficulty task's own questions would correlate two readings of the same items' noise. This
 task answers an independent question file (``--option ability_items=PATH``, its own key so that
-a run's ``questions`` for the game never doubles as the ability set; e.g. the MMLU items in
-``../shared/data/evals_sandbagging_mmlu200.jsonl``, read where it lies) and records, per item,
+a run's ``questions`` for the game never doubles as the ability set: a path, or ``mmlu200``, the
+MMLU items of openai/evals found in ``--data-dir`` or fetched and checked by ``data.fetch``) and
+records, per item,
 whether the letter with the most probability at a prefilled "Answer:" is the right one (0/1:
 what conditional ML needs), P(correct) and the mass on the letters. ``experiments.rasch`` fits
 the abilities from these records only.
@@ -24,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from introspect.data import DataError, MCQuestion, load_questions
+from introspect.data.fetch import resolve
 from introspect.records.jsonl import Record
 from introspect.tasks import fewshot
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
@@ -56,9 +58,9 @@ def _items(source: str) -> tuple[str, tuple[MCQuestion, ...]]:
 def _source(ctx: RunContext) -> str:
     src = _opt(ctx, "ability_items", None)
     if not src:
-        raise ConfigError("task ability needs --option ability_items=PATH to a multiple-choice file no "
-                          "self-knowledge task uses, e.g. ../shared/data/evals_sandbagging_mmlu200.jsonl")
-    return str(src)
+        raise ConfigError("task ability needs --option ability_items=PATH (a multiple-choice file no "
+                          "self-knowledge task uses) or ability_items=mmlu200 (with --data-dir DIR or a download)")
+    return str(resolve(str(src), _opt(ctx, "data_dir", None)))
 
 
 def plan(ctx: RunContext) -> list[Trial]:
