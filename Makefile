@@ -32,7 +32,7 @@ $(TORCH_STAMP):
 	@echo "setup: installing $(TORCH_SPEC)$(if $(strip $(TORCH_INDEX)), from $(TORCH_INDEX))"
 	@$(BIN)/pip install -q --force-reinstall --no-deps $(TORCH_ARGS) "$(TORCH_SPEC)" $(QUIET)
 	@$(BIN)/pip install -q $(TORCH_ARGS) "$(TORCH_SPEC)" $(QUIET)
-	@$(BIN)/python -c "import torch; print('setup: torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
+	@$(BIN)/python -W ignore -c "import torch; print('setup: torch', torch.__version__, '(CUDA ' + torch.version.cuda + ' build)' if torch.version.cuda else '(CPU build)')"
 	@rm -f $(VENV)/.torch-*
 	@touch $@
 

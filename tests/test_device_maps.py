@@ -130,6 +130,7 @@ def test_7b_on_one_80gb_gpu_loads_whole_and_plans_its_batch(mistral7b, gpus, cap
     assert devices.place(need, "cuda").device_map == {"": 0}
 
 
+@pytest.mark.slow  # building the 70B skeleton takes about a minute: CI (make test-all) runs it
 def test_70b_needs_more_than_one_80gb_gpu_and_says_so(llama70b, gpus):
     gpus(1)
     with pytest.raises(ModelError, match=r"the weights need ~131\.\d GiB and GPU 0 has 80\.0 GiB free") as e:
@@ -137,6 +138,7 @@ def test_70b_needs_more_than_one_80gb_gpu_and_says_so(llama70b, gpus):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.slow  # building the 70B skeleton takes about a minute: CI (make test-all) runs it
 def test_70b_over_eight_80gb_gpus_is_balanced_with_nothing_on_cpu_or_disk(llama70b, gpus, capsys):
     state = gpus(8)
     need = _weights(llama70b)

@@ -272,6 +272,7 @@ def _check_all(lines):
     return bad, tasks
 
 
+@pytest.mark.slow  # every task on a tiny model, ~40 s: CI (make test-all) runs it
 def test_every_record_every_task_writes_validates(written):
     _jsonschema()
     bad, tasks = _check_all(written)
@@ -340,6 +341,7 @@ def converted(tiny_dir, tiny_model, tmp_path_factory):
     return lines + [("delegate_game", json.dumps(r)) for r in records_from_log(game)]
 
 
+@pytest.mark.slow  # every Inspect task on a tiny model, ~12 s: CI (make test-all) runs it
 def test_every_record_converted_from_an_inspect_log_validates(converted):
     _jsonschema()
     bad, tasks = _check_all(converted)
