@@ -75,6 +75,17 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m experiments.bench
 
+# The API reference from the docstrings (pdoc), into site/api; a warning (a module that fails to
+# import, a broken cross-reference) stops it. tests/test_api_docs.py builds it in CI.
+.PHONY: api
+# Every module by name (a package's __all__ would hide its modules); pdoc's notice that a package
+# already added one of them is the only warning let through.
+API_MODULES = import pkgutil, introspect as i; print(" ".join(["introspect"] + [m.name for m in \
+  pkgutil.walk_packages(i.__path__, "introspect.") if not m.name.endswith("__main__")]))
+API_WARNINGS = -W error -W "ignore:The module specification:UserWarning"
+api: $(STAMP)
+	$(BIN)/python $(API_WARNINGS) -m pdoc --docformat restructuredtext -o site/api $$($(BIN)/python -c '$(API_MODULES)')
+
 # On a machine with a GPU, first: ten minutes (download not counted) that check the GPU path and
 # print a table to attach to a bug report. MODEL=org/name picks another model.
 MODEL ?= Qwen/Qwen2.5-7B-Instruct

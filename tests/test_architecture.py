@@ -22,7 +22,7 @@ LAYERS = [
     ("introspect.data",),
     ("introspect.engine", "introspect.engine.load"),
     ("introspect.engine.run",),
-    ("introspect.engine.vectors",),
+    ("introspect.engine.vectors", "introspect.engine.vector_files", "introspect.engine.directions"),
     ("introspect.tasks",),
     ("introspect.train",),
     ("introspect.report",),

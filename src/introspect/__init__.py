@@ -46,20 +46,21 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-def context(model: Any, cfg: Any = None, *, run_id: str = "notebook") -> Any:
+def context(model: Any, cfg: Any = None, *, run_id: str = "notebook", vectors: Any = None) -> Any:
     """A RunContext for notebook use: the model, its identity, a config (default ``TaskConfig()``)
-    and a vector bank."""
+    and a vector bank. ``vectors``: a vectors file, or a mapping of concept (or (concept, layer))
+    to tensor, used in place of building vectors (``tasks.runner.make_context``)."""
     from introspect.tasks.base import TaskConfig
     from introspect.tasks.runner import make_context
 
-    return make_context(model, cfg or TaskConfig(), run_id)
+    return make_context(model, cfg or TaskConfig(), run_id, vectors)
 
 
 def _runner(name: str):
     from introspect.tasks import run_task
 
-    def run(model, config=None):
-        return run_task(context(model, config), name)
+    def run(model, config=None, vectors=None):
+        return run_task(context(model, config, vectors=vectors), name)
 
     run.__doc__ = f"Run every trial of task {name} on a loaded model; returns a list of Records."
     run.__name__ = f"run_task_{name.lower()}"

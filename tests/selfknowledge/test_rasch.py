@@ -253,6 +253,11 @@ def test_rasch_cli_tables_files_and_errors(tmp_path, capsys):
     assert len(pd.read_csv(out / "rasch_items.csv")) > 50  # the informative ability items
     assert set(ab.fit) == {"cml", "jml"} and ab[ab.fit == "jml"]["note"].str.contains("incidental").all()
     assert "only 3 models" in pd.read_csv(out / "rasch_correlations.csv")["warning"].iloc[0]
+    cross = pd.read_csv(out / "cross_prediction.csv").fillna({"note": ""})  # m1 errs on 6 of 40, m3 on 36
+    gap = cross[cross.metric == "self_minus_predictor"].set_index(["behaviour", "predictor"])
+    assert gap.loc[("m2", "m3"), "lo"] > 0 and gap.loc[("m2", "m1"), "lo"] > 0
+    assert gap.loc[("m1", "m2"), "note"] == "not judged: 6 positive, 34 negative items: fewer than 10 of a class"
+    assert "Cross-prediction" in text
     assert cli.main([*dirs, "--level", "benchmark"]) == 0  # 002's granularity: topics
     assert "benchmark items" in capsys.readouterr().out
     (tmp_path / "empty").mkdir()
@@ -299,6 +304,10 @@ def test_compare_cli_shows_self_vs_other_without_ability_records(tmp_path, capsy
     assert (diff["lo"] > 0).all()  # as crossmodel.self_vs_other finds on these records
     html = (tmp_path / "res" / "compare.html").read_text()
     assert 'id="self-other"' in html and "self − other (AUROC)" in html
+    cross = pd.read_csv(tmp_path / "res" / "cross_prediction.csv")  # behaviour held fixed: each knows itself
+    gap = cross[cross.metric == "self_minus_predictor"].set_index("behaviour")
+    assert (gap["lo"] > 0).all() and gap["note"].isna().all() and (gap["n"] == 80).all()
+    assert "cross-prediction" in text and "cross_prediction.csv" in text and 'id="cross-prediction"' in html
 
 
 def test_ability_task_answers_an_independent_file(tiny_model, tmp_path):

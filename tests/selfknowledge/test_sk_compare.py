@@ -1,6 +1,7 @@
 """The comparison page's self-knowledge headline names metrics the summaries produce, and shows
 their values: every task run end to end on a tiny model, summarised by the report, headlined."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -15,7 +16,7 @@ SK = ["seb-association", "seb-restriction", "seb-difficulty", "delegate", "recov
 # shown only when their condition holds (a K = 1 truth, a short-answer game, a fitted regression,
 # ten items or more, an error of each kind, an untied pair, a right clean answer); each is produced in tests/selfknowledge/test_truths.py or test_sk_metrics.py
 CONDITIONAL = {"warning_single_draw_truth", "warning_judged_truth_one_class", "entropy_unavailable", "surface_auroc", "odds_ratio[baseline_error]",
-               "other_modelling_or_per_0.1", "confidence_auroc", "text_over_niceness",
+               "other_modelling_or_per_0.1", "text_over_niceness",
                "majority_pair_baseline", "recovery_rate", "rotation_consistency"}  # only with rotations
 
 
@@ -54,3 +55,17 @@ def test_self_knowledge_headlines_name_existing_metrics(summary):
     rec = h[(h.task == "recovery") & (h.role == "headline")].set_index("variant")
     assert {m for v, m in rec.metric.items() if v.endswith(":clean")} == {"accuracy"}
     assert {m for v, m in rec.metric.items() if not v.endswith(":clean")} == {"accuracy_drop_vs_clean"}
+
+
+def test_the_game_reads_entropy_beside_its_headline_not_confidence_auroc():
+    """confidence_auroc scores P(key) against "the top option is the key", so a model at chance
+    reads 0.92-0.97: it stays in the summary and heads nothing; the entropy over A-D, which does
+    not see the key, is read in the headline's cell instead."""
+    summary = pd.DataFrame([{"task": "delegate", "variant": "arith:teammate=0.5", "model_id": "m", "metric": k,
+                             "value": v, "lo": v - 0.1, "hi": v + 0.1, "n": 40, "layer_idx": np.nan,
+                             "alpha": np.nan, "alpha_units": None}
+                            for k, v in (("self_accuracy_lift", 0.1), ("confidence_auroc", 0.95),
+                                         ("entropy_auroc[error]", 0.55), ("p_delegate_auroc", 0.6))])
+    h = headline_table(summary)
+    assert list(h.metric) == ["self_accuracy_lift", "p_delegate_auroc", "entropy_auroc[error]"]
+    assert "confidence_auroc" not in HEADLINES["delegate"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 USER_ERRORS = (ValueError, OSError)  # ConfigError, ModelError, DataError, TrainDataError ...
 
@@ -100,3 +100,16 @@ def fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
 
+
+
+def load(name: str, *, remove_direction: str | None = None, refusal_requests: str | None = None, **kw: Any) -> Any:
+    """``load_model(name, **kw)``, then the direction ``remove_direction`` names projected out of
+    every residual write (``engine.directions.apply``): the model variants a command line offers."""
+    from introspect.engine.load.models import load_model
+
+    model = load_model(name, **kw)
+    if remove_direction:
+        from introspect.engine.directions import apply
+
+        model = apply(model, remove_direction, requests=refusal_requests)
+    return model

@@ -6,11 +6,15 @@
 Reads every ``*.jsonl`` under each RESULTS_DIR (model folders as ``introspect run`` writes
 them), and writes one self-contained HTML page (plotly inline, opens offline) plus the tidy
 headline table as CSV beside it (``compare.csv``), and, where self-knowledge tasks of several
-models share items, self vs other (``self_vs_other.csv``; no ability records needed). With
+models share items, self vs other (``self_vs_other.csv``; no ability records needed) and
+cross-prediction, each model's behaviour held fixed and scored by every model's predictions
+(``cross_prediction.csv``; rows below 10 items of a class say "not judged"). With
 ``--adapter DIR``, task A of the adapted model minus its base model, paired by concept on the
 words both ran (``vs_base.csv``, printed and on the page); with several adapters of one recipe
 (the same config, base model and word files; one adapter per seed), how many trainings clear 0,
 with the exact interval of the chance that one does (the training as the unit: ``stats.replication``).
+A model with a direction removed (``--remove-direction``) beside the model itself is compared
+without a flag: task A paired by concept, task ``refusal`` paired by request (``ablation.csv``).
 A missing directory, or no records at
 all, is one ``error:`` line and exit 2, and nothing is written.
 """
@@ -64,6 +68,17 @@ def vs_base_lines(rows: list[dict]) -> list[str]:
     return [f"{r['model_id']}, task A {r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g} {r['alpha_units']}: "
             f"{r['metric']} {r['value']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}], sign-flip p {r['p']:.3f} "
             f"({r['n_clusters']} concepts; paired by concept)" for r in rows]
+
+
+def ablation_lines(rows: list[dict]) -> list[str]:
+    """One line per row comparing a model with a direction removed and the model itself."""
+    out = []
+    for r in rows:
+        where = (f"task A {r['variant']} L{int(r['layer_idx'])} α{r['alpha']:g} {r['alpha_units']}"
+                 if r["task"] == "A" else f"refusal ({r['variant']})")
+        out.append(f"{r['model_id']}, {where}: {r['metric']} {r['value']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}], "
+                   f"sign-flip p {r['p']:.3f} (n {r['n']})")
+    return out
 
 
 def adapter_recipes(by_dir: list[tuple[Path, list[tuple[str, str, str]]]]) -> dict[str, tuple[str, int]]:
@@ -121,7 +136,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from introspect.records.atomic import atomic_write_text
     from introspect.report import load_headers, load_results, summarize
-    from introspect.report.compare import compare, render_compare, self_other_table, wide_table
+    from introspect.report.compare import (
+        compare,
+        cross_table,
+        render_compare,
+        self_other_table,
+        wide_table,
+    )
     from introspect.report.load import jsonl_files
 
     if not any(jsonl_files(d) for d in args.dirs):
@@ -149,12 +170,19 @@ def main(argv: list[str] | None = None) -> int:
     from introspect.tasks.injection.vs_base import vs_base
 
     vb = [r for adapted, base, _ in found for r in vs_base(trials, adapted, base)]
+    from introspect.tasks.refusal.metrics import pairs as ablated_pairs
+    from introspect.tasks.refusal.metrics import refusal_change
+
+    # a model with a direction removed beside the model itself: task A paired by concept, refusal by request
+    ab = [r for changed, base in ablated_pairs(sorted(set(trials["model_id"].dropna())))
+          for r in [*vs_base(trials, changed, base), *refusal_change(trials, changed, base)]]
     summary = summarize(trials)
     pooled, not_pooled = across_trainings(vb, trainings)
     pooled_v, not_pooled_v = verdicts_across(summary, trainings)
     pooled, not_pooled = pooled_v + pooled, not_pooled_v + not_pooled
     comp = compare(summary, headers, trials)
-    comp = dataclasses.replace(comp, notes=(*comp.notes, *vs_base_lines(vb), *replication_lines(pooled), *not_pooled))
+    comp = dataclasses.replace(comp, notes=(*comp.notes, *vs_base_lines(vb), *replication_lines(pooled), *not_pooled,
+                                            *ablation_lines(ab)))
     out = args.out or default_out(args.dirs)
     title = args.title or "; ".join(pairs)
     html = render_compare(comp, title=title, source=", ".join(map(str, args.dirs)))
@@ -163,8 +191,13 @@ def main(argv: list[str] | None = None) -> int:
     svo = self_other_table(comp)
     if not svo.empty:
         atomic_write_text(out.with_name("self_vs_other.csv"), comp.self_other.to_csv(index=False))
+    cross = cross_table(comp)
+    if not cross.empty:
+        atomic_write_text(out.with_name("cross_prediction.csv"), comp.cross.to_csv(index=False))
     if vb:
         atomic_write_text(out.with_name("vs_base.csv"), pd.DataFrame(vb + pooled).to_csv(index=False))
+    if ab:
+        atomic_write_text(out.with_name("ablation.csv"), pd.DataFrame(ab).to_csv(index=False))
     atomic_write_text(out, html)
     table = wide_table(comp)
     with pd.option_context("display.max_colwidth", 60, "display.width", 200):
@@ -172,14 +205,22 @@ def main(argv: list[str] | None = None) -> int:
         if not svo.empty:
             print("\nself vs other (own AUROC; own minus the other models' on shared items):")
             print(svo.to_string(index=False))
+        if not cross.empty:
+            print("\ncross-prediction (behaviour held fixed: own AUROC minus the predictor's, paired by item):")
+            print(cross.to_string(index=False))
         if vb:
             print("\nadapted − base model, task A, paired by concept:")
             print("\n".join(vs_base_lines(vb)))
+        if ab:
+            print("\ndirection removed − the model itself (task A paired by concept, refusal by request):")
+            print("\n".join(ablation_lines(ab)))
         if pooled or not_pooled:
             print("\nacross trainings of one recipe (the training is the unit):")
             print("\n".join([*replication_lines(pooled), *not_pooled]))
     also = f", {out.with_name('self_vs_other.csv')}" if not svo.empty else ""
+    also += f", {out.with_name('cross_prediction.csv')}" if not cross.empty else ""
     also += f", {out.with_name('vs_base.csv')}" if vb else ""
+    also += f", {out.with_name('ablation.csv')}" if ab else ""
     print(f"wrote {out} and {csv_path}{also} ({len(comp.models)} models)")
     return 0
 

@@ -91,8 +91,9 @@ def _read_json(path: Path) -> Any:
 # ---------------------------------------------------------------- inside the job
 def run_shard(plan: Launch, k: int) -> int:
     """Run shard k of the sweep into ``<out>/shard{k}`` (resuming); returns trials run now."""
+    from introspect.cli.common import load
     from introspect.cli.settings import CORE_TASKS, expand_tasks, task_config
-    from introspect.engine.load.models import DEFAULT_MODEL, load_model
+    from introspect.engine.load.models import DEFAULT_MODEL
     from introspect.tasks import get_task
     from introspect.tasks.runner import in_shard, make_context, model_slug, run_grid
 
@@ -107,7 +108,7 @@ def run_shard(plan: Launch, k: int) -> int:
 
         determinism.enable()
     for name in models:
-        model = load_model(name, **plan.run_kw)
+        model = load(name, **plan.run_kw)
         cfg = task_config(s, model.cfg.n_layers)
         ctx = make_context(model, cfg)
         ids = (t.id(ctx.fingerprint, cfg.seed) for task in tasks for t in get_task(task).plan(ctx))
@@ -363,6 +364,8 @@ def main(argv: list[str]) -> int:
                                   f"{'positive' if name != 'max_retries' else '0 or more'}, got {v}")
         s = settings_from_args(args)
         s["out"] = str(Path(s.get("out") or "results").expanduser().absolute())
+        if s.get("vectors_file"):  # shards may run elsewhere (SLURM): an absolute path
+            s["vectors_file"] = str(Path(s["vectors_file"]).expanduser().absolute())
         tasks = expand_tasks(s.get("tasks") or list(CORE_TASKS))
         validate(task_config(s), tasks, Path(s["out"]), shard=(0, largs.shards),
                  need_layers="layers" in s and s.get("layers_grid") is None)
@@ -375,6 +378,10 @@ def main(argv: list[str]) -> int:
             run_kw["attn_implementation"] = args.attention
         if args.adapter:  # shards may run elsewhere (SLURM): an absolute path
             run_kw["adapter"] = str(Path(args.adapter).expanduser().absolute())
+        for key in ("remove_direction", "refusal_requests"):  # a file as an absolute path, a name as it is
+            v = getattr(args, key)
+            if v:
+                run_kw[key] = str(Path(v).expanduser().absolute()) if Path(v).expanduser().is_file() else v
         from introspect.engine.load.models import DEFAULT_MODEL
 
         need = prefetch(s.get("models") or [DEFAULT_MODEL], run_kw.get("dtype"))

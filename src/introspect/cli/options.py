@@ -39,6 +39,7 @@ TASK_OPTIONS: dict[str, tuple[str, ...]] = {
     "recovery": (*SELF_KNOWLEDGE, "answer_tokens", "digits", "fallback_tokens", "insert_after", "kinds",
                  "n_tokens", "ops", "terms"),
     "ability": (*SELF_KNOWLEDGE, "ability_items", "ability_n", "cloze", "data_dir"),
+    "refusal": ("data", "n_prompts"),
 }
 
 

@@ -1,6 +1,6 @@
 """Rasch abilities of every model found in one or more results folders, from an independent item
-set, their correlation with the self-knowledge scores, and self-vs-other prediction (002 §4.4,
-App. A).
+set, their correlation with the self-knowledge scores, self-vs-other prediction (002 §4.4,
+App. A) and cross-prediction with the behaviour held fixed (``crosspredict``).
 
     introspect run --task ability --model M --option ability_items=ITEMS.jsonl
     introspect rasch results/ [results_qwen/ ...] [--level question|benchmark] [--out DIR]
@@ -39,6 +39,7 @@ from introspect.tasks.selfknowledge.crossmodel import (
     self_vs_other,
     truth_item_ids,
 )
+from introspect.tasks.selfknowledge.crosspredict import cross_prediction
 
 
 def _fail(msg: str) -> int:
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="Rasch items: single questions (default; conditional and joint ML) or "
                     "topics as in 002's benchmark-level table (joint ML on topic accuracies)")
     ap.add_argument("--out", type=Path, help="also write rasch_abilities.csv, rasch_items.csv, "
-                    "rasch_correlations.csv and self_vs_other.csv into this folder")
+                    "rasch_correlations.csv, self_vs_other.csv and cross_prediction.csv into this folder")
     args = ap.parse_args(argv)
     for d in args.dirs:
         if not d.is_dir():
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                      "p < 0.05, even by exact permutation; read the correlations as descriptive")
     primary = abilities[abilities["fit"] == abilities["fit"].iloc[0]]
     corr = correlations(primary, sk_scores(df, notes))
-    svo = self_vs_other(df)
+    svo, cross = self_vs_other(df), cross_prediction(df)
     with pd.option_context("display.width", 200, "display.max_rows", 200, "display.max_colwidth", 60):
         how = ("cloze: each option's text scored after the bare question, no letters" if reading == "cloze" else
                "letter argmax at 'Answer:'; some records lack the cloze reading (run ability with --option cloze=true)")
@@ -99,14 +100,18 @@ def main(argv: list[str] | None = None) -> int:
         if not svo.empty:
             print("\nSelf vs other: AUROC of the predictor's predictions on the behaving model's items:")
             print(svo.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        if not cross.empty:
+            print("\nCross-prediction: the behaving model's own AUROC minus the predictor's, paired by item:")
+            print(cross.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         abilities.to_csv(args.out / "rasch_abilities.csv", index=False)
         difficulties.to_csv(args.out / "rasch_items.csv", index=False)
         corr.assign(warning="; ".join(notes)).to_csv(args.out / "rasch_correlations.csv", index=False)
         svo.to_csv(args.out / "self_vs_other.csv", index=False)
+        cross.to_csv(args.out / "cross_prediction.csv", index=False)
         print(f"\nwrote {args.out}/rasch_abilities.csv, rasch_items.csv, rasch_correlations.csv, "
-              "self_vs_other.csv")
+              "self_vs_other.csv, cross_prediction.csv")
     return 0
 
 

@@ -24,6 +24,7 @@ from introspect.cli.common import (
     batch_size,
     command,
     guarded,
+    load,
     positive_int,
     quiet_hf,
 )
@@ -34,8 +35,8 @@ __all__ = ["USER_ERRORS", "Parser", "build_parser", "check_settings", "expand_ta
 
 PRESETS_DIR = presets.PRESETS_DIR
 KEYS = ("models", "tasks", "layers", "layers_grid", "alphas", "alpha_units", "n_concepts",
-        "n_trials", "seed", "max_new_tokens", "batch_size", "variant", "options", "words_file", "out",
-        "temperature", "top_p", "top_k", "n_samples", "reproducible")
+        "n_trials", "seed", "max_new_tokens", "batch_size", "variant", "options", "words_file", "vectors_file",
+        "out", "temperature", "top_p", "top_k", "n_samples", "reproducible")
 CORE_TASKS = ("A", "B", "C", "D")
 MAX_ROWS = 60  # headline rows printed at the end of a run (every metric goes to summary.csv)
 _INT_KEYS = ("layers_grid", "n_concepts", "n_trials", "seed", "max_new_tokens", "batch_size", "top_k", "n_samples")
@@ -98,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--option", action="append", default=[], metavar="KEY=VALUE",
       help="task-specific option (value parsed as YAML), repeatable; each task's keys are listed below")
     a("--words-file", help="concept words YAML (default: the shipped words.yaml)")
+    a("--vectors", metavar="FILE", help="concept vectors from a file (introspect vectors --export) in place of "
+      "building them; it must hold every target word at every run layer, for this model")
     a("--data-dir", metavar="DIR", help="folder holding named third-party data files (e.g. mmlu200's "
       "evals_sandbagging_mmlu200.jsonl for task ability); without it they are read from the cache or "
       "downloaded and checked by sha256 (introspect.data.fetch)")
@@ -131,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--adapter-scale", type=float, default=1.0, metavar="S",
       help="the adapter's weight change times S > 0 (default 1, as trained): a dose-response knob; "
            "results go to <model>+lora-<hash>xS")
+    a("--remove-direction", metavar="SPEC", help="project a direction out of everything written into the "
+      "residual stream: refusal (Arditi et al.'s direction, chosen over the layers), refusal@L, or a direction "
+      "file; results go to <model>+ablate-<name>-<sha8> (docs/howto-refusal.md)")
+    a("--refusal-requests", metavar="FILE", help="harmful and harmless requests for the refusal direction: a YAML "
+      "with harmful: and harmless: lists, or an XSTest CSV (default: the project's own set)")
     a("--no-resume", action="store_true", help="rerun trials already in the results files")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
@@ -162,7 +170,7 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "tasks": args.tasks, "alphas": args.alphas, "alpha_units": args.alpha_units,
         "n_concepts": args.n_concepts, "n_trials": args.n_trials, "seed": args.seed,
         "out": args.out, "variant": args.variant, "max_new_tokens": args.max_new_tokens,
-        "batch_size": args.batch_size, "words_file": args.words_file,
+        "batch_size": args.batch_size, "words_file": args.words_file, "vectors_file": args.vectors,
         "models": [args.model] if args.model else None,
         "temperature": 0.0 if args.greedy else args.temperature, "top_p": args.top_p,
         "top_k": args.top_k, "n_samples": args.n_samples, "reproducible": args.reproducible,
@@ -293,7 +301,7 @@ def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
         raise ConfigError(f"alphas must be finite numbers, got {[a for a in alphas if not math.isfinite(a)][0]}")
     base = TaskConfig()
     kw = {k: s[k] for k in ("alpha_units", "n_concepts", "n_trials", "seed", "max_new_tokens",
-                            "batch_size", "variant", "words_file", "temperature", "top_p", "top_k",
+                            "batch_size", "variant", "words_file", "vectors_file", "temperature", "top_p", "top_k",
                             "n_samples") if s.get(k) is not None}
     kw.setdefault("batch_size", 0)  # not asked for: as many rows as fit (≤ 16 on a CPU, ≤ 256 on a GPU)
     cfg = TaskConfig(layers=layers, alphas=alphas if "alphas" in s else base.alphas, **kw)
@@ -303,10 +311,11 @@ def task_config(s: dict[str, Any], n_layers: int | None = None) -> TaskConfig:
 def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, progress: bool = True,
                  device_map: str | None = None, device: str | None = None, dtype: str | None = None,
                  resume: bool = True, adapter: str | None = None, attention: str | None = None,
-                 revision: str | None = None, adapter_scale: float = 1.0) -> int:
+                 revision: str | None = None, adapter_scale: float = 1.0, remove_direction: str | None = None,
+                 refusal_requests: str | None = None) -> int:
     """Run every model of a settings dict, print summaries, write summary + dashboard. Returns 0."""
     from introspect.engine.load.devices import release
-    from introspect.engine.load.models import DEFAULT_MODEL, load_model
+    from introspect.engine.load.models import DEFAULT_MODEL
     from introspect.tasks.runner import DEFAULT_LAYERS_NOTE, run_grid, validate
 
     models = s.get("models") or [DEFAULT_MODEL]
@@ -328,8 +337,9 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
         determinism.enable()
     summaries = []
     for name in models:
-        model = load_model(name, dtype=dtype, device=device, device_map=device_map, adapter=adapter,
-                           adapter_scale=adapter_scale, revision=revision, **({"attn_implementation": attention} if attention else {}))
+        model = load(name, dtype=dtype, device=device, device_map=device_map, adapter=adapter,
+                     adapter_scale=adapter_scale, revision=revision, remove_direction=remove_direction,
+                     refusal_requests=refusal_requests, **({"attn_implementation": attention} if attention else {}))
         cfg = task_config(s, model.cfg.n_layers)
         chosen = [] if "layers" in s or s.get("layers_grid") is not None else [DEFAULT_LAYERS_NOTE]
         if chosen:
@@ -397,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_settings(settings, shard=shard, progress=not args.no_progress,
                             device_map=args.device_map, device=args.device, dtype=args.dtype,
                             resume=not args.no_resume, adapter=args.adapter, attention=args.attention,
-                            revision=args.revision, adapter_scale=args.adapter_scale)
+                            revision=args.revision, adapter_scale=args.adapter_scale,
+                            remove_direction=args.remove_direction, refusal_requests=args.refusal_requests)
 
     return guarded(body, debug=args.debug)

@@ -97,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 
         summary = train(model, cfg, out, progress=not args.no_progress, model_name=name)
         print(json.dumps(summary))
-        print(f"adapter: {out}\nevaluate: {summary['evaluate']}\n"
-              f"base model on the same items: {summary['evaluate'].replace(f'--adapter {out}', f'--model {name}')}")
+        ev = summary["evaluate"].replace("python -m experiments.run", command("run"), 1)  # as the user started
+        print(f"adapter: {out}\nevaluate: {ev}\n"
+              f"base model on the same items: {ev.replace(f'--adapter {out}', f'--model {name}')}")
         return 0
 
     return run(args, body)

@@ -28,7 +28,12 @@ from introspect.data.choice import (
     split_inline_options,
 )
 from introspect.data.files import LETTERS, DataError
-from introspect.data.refusal import SafetyPrompt, load_restriction_questions, load_xstest
+from introspect.data.refusal import (
+    SafetyPrompt,
+    load_refusal_requests,
+    load_restriction_questions,
+    load_xstest,
+)
 from introspect.data.taboo import (
     TabooItem,
     load_association_targets,
@@ -40,6 +45,6 @@ __all__ = [
     "GPQA_URL", "LETTERS", "SIMPLEQA_URL", "ArithmeticQuestion", "DataError", "MCQuestion",
     "SafetyPrompt", "ShortQuestion", "TabooItem", "arithmetic_mc", "arithmetic_questions", "arithmetic_short",
     "load_association_targets", "load_bigbench_taboo", "load_gpqa_csv", "load_hendrycks_csv",
-    "load_kovah_taboo", "load_mmlu_jsonl", "load_questions", "load_restriction_questions",
+    "load_kovah_taboo", "load_mmlu_jsonl", "load_questions", "load_refusal_requests", "load_restriction_questions",
     "load_simpleqa_csv", "load_xstest", "split_inline_options", "to_multiple_choice", "to_short",
 ]

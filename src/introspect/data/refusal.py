@@ -54,3 +54,22 @@ def load_restriction_questions(path: Path | str | None = None) -> list[SafetyPro
         out.append(SafetyPrompt(str(q.get("id", len(out))), str(q["text"]).strip(), cat,
                                 "unsafe" if cat == "harmful" else "safe"))
     return out
+
+
+_RR_FMT = "YAML with 'harmful:' and 'harmless:' lists of requests, or an XSTest CSV (unsafe = harmful)"
+
+
+def load_refusal_requests(path: Path | str | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(harmful, harmless) requests for a refusal direction: the project's own
+    ``concepts/refusal_requests.yaml`` by default, a YAML of the same layout, or an XSTest CSV."""
+    if path is not None and Path(path).suffix.lower() == ".csv":
+        rows = load_xstest(path)
+        return (tuple(r.prompt for r in rows if r.label == "unsafe"), tuple(r.prompt for r in rows if r.label == "safe"))
+    p, data = read_yaml(path, "refusal_requests.yaml", _RR_FMT)
+    out = []
+    for key in ("harmful", "harmless"):
+        items = data.get(key) if isinstance(data, dict) else None
+        if not isinstance(items, list) or len(items) < 4 or not all(isinstance(x, str) and x.strip() for x in items):
+            raise DataError(f"{p}: '{key}' must list at least 4 requests; expected {_RR_FMT}")
+        out.append(tuple(x.strip() for x in items))
+    return out[0], out[1]

@@ -264,22 +264,48 @@ class VectorBank:
     """Per-run access to concept vectors: built lazily in batches, cached on disk and in memory."""
 
     def __init__(self, model: Any, baseline: Sequence[str], *, template: str | None = None,
-                 chat: bool = True, cache: bool = True):
+                 chat: bool = True, cache: bool = True, supplied: Any = None):
         template = template_for(template, chat)
         self.model, self.baseline, self.template, self.chat, self.cache = model, list(baseline), template, chat, cache
+        self.supplied = supplied  # a vector_files.VectorSet: serve only these, build nothing
         self._mem: dict[tuple[str, int], ConceptVector] = {}
         self._base_mean: dict[int, Tensor] = {}
+        self._resid_norm: dict[int, float] = {}
 
     def ensure(self, words: Iterable[str], layers: Iterable[int]) -> None:
+        layers = list(layers)
         need_w = [w for w in dict.fromkeys(words) if any((w, la) not in self._mem for la in layers)]
-        if need_w:
-            self._mem.update(build_concept_vectors(self.model, need_w, list(layers), self.baseline,
+        if need_w and self.supplied is not None:
+            self.supplied.require(need_w, layers)
+            self._mem.update({(w, la): self.supplied.vectors[(w, la)] for w in need_w for la in layers})
+        elif need_w:
+            self._mem.update(build_concept_vectors(self.model, need_w, layers, self.baseline,
                                                    template=self.template, chat=self.chat, cache=self.cache))
 
     def get(self, word: str, layer: int) -> ConceptVector:
         if (word, layer) not in self._mem:
             self.ensure([word], [layer])
         return self._mem[(word, layer)]
+
+    def record(self) -> dict[str, Any]:
+        """Where this bank's vectors come from, for the run header."""
+        if self.supplied is not None:
+            return self.supplied.record()
+        return {"source": "built", "recipe": "mean difference at the final token, unit-normalised",
+                "hook": "blocks.{layer}.hook_resid_post", "template": self.template, "chat": self.chat,
+                "baseline_sha256": hashlib.sha256(json.dumps(sorted(self.baseline)).encode()).hexdigest(),
+                "n_baseline": len(self.baseline)}
+
+    def resid_norms(self, layers: Sequence[int]) -> dict[int, float]:
+        """Mean ||resid|| at each layer over the baseline prompts' final token: what "resid" α units
+        multiply (the same figure a built vector carries)."""
+        layers = check_layers(self.model, layers)
+        missing = [la for la in dict.fromkeys(layers) if la not in self._resid_norm]
+        if missing:
+            prompts = [concept_prompt(self.model.tokenizer, b, self.template, self.chat) for b in self.baseline]
+            acts = torch.stack([a[:, 0] for a in residuals(self.model, prompts, missing)])  # n l d
+            self._resid_norm.update(zip(missing, acts.norm(dim=-1).mean(0).tolist()))
+        return {la: self._resid_norm[la] for la in layers}
 
     def baseline_mean(self, layers: Sequence[int]) -> Float[Tensor, "layer d_model"]:
         """Mean residual of the baseline prompts at each layer (what every concept vector subtracts)."""

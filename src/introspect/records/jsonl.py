@@ -177,10 +177,12 @@ def versions(*extra: str) -> dict[str, str]:
 
 def make_header(
     *, run_id: str, model_id: str, fingerprint: str, seed: int, config: dict[str, Any],
-    notes: Iterable[str] = (), runtime: dict[str, Any] | None = None,
+    notes: Iterable[str] = (), runtime: dict[str, Any] | None = None, vectors: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``runtime``: where and how the run computed (device and its name, attention implementation,
-    dtype, batch size and why), so a figure can be traced to the hardware that produced it."""
+    dtype, batch size and why), so a figure can be traced to the hardware that produced it.
+    ``vectors``: where the run's concept vectors came from (built, a file, a Python mapping)."""
+    extra = {"vectors": vectors} if vectors is not None else {}
     return {
         "type": "header",
         "schema": SCHEMA_VERSION,
@@ -194,6 +196,7 @@ def make_header(
         "config": config,
         "runtime": dict(runtime or {}),
         "notes": list(notes),
+        **extra,
     }
 
 

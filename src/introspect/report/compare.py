@@ -53,7 +53,9 @@ HEADLINES: dict[str, tuple[str, ...]] = {
                         "response_cut_rate", "warning_single_draw_truth", "warning_judged_truth_one_class"),
     "seb-difficulty": ("logit_pair_accuracy", "pair_modal_letter_rate", "majority_pair_baseline", "text_pair_accuracy", "text_parse_rate",
                        "pair_excluded_rate", "answer_cut_rate", "warning_single_draw_truth"),
-    "delegate": ("self_accuracy_lift", "p_delegate_auroc", "confidence_auroc", "surface_auroc",
+    # not confidence_auroc: it scores P(key) against "the top option is the key", so it reads
+    # 0.92-0.97 for a model at chance; the entropy over A-D does not see the key
+    "delegate": ("self_accuracy_lift", "p_delegate_auroc", "entropy_auroc[error]", "surface_auroc",
                  "baseline_accuracy", "baseline_modal_letter_rate", "rotation_consistency", "delegation_rate", "game_low_mass_rate", "entropy_unavailable",
                  "odds_ratio[baseline_error]", "other_modelling_or_per_0.1", "p_delegate_diff[high-low teammate]"),
     "delegate-probe": ("probe_cv_auroc", "game_projection_auroc[error]"),
@@ -64,6 +66,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "ability": ("cloze_accuracy", "accuracy", "modal_letter_rate", "cloze_letter_agreement", "mean_p_correct",
                 "low_mass_rate"),
     "seb-mean": ("seb_mean_accuracy",),  # computed across the three SEB tasks (seb_mean_rows), never summarised
+    "refusal": ("refusal_rate:unsafe", "refusal_rate:safe", "other_rate:unsafe", "other_rate:safe"),
 }
 # 002's self-execution score (its Figs. 7-8): per model, the unweighted mean of the three tests'
 # accuracies, each with chance 0.5. Here each test's logit reading, after the one-class gate
@@ -85,6 +88,7 @@ class Comparison:
     notes: tuple[str, ...] = ()  # why a figure is missing from the headlines (one-class truths)
     figures: tuple = ()  # 003's Delegate Game figures: (id, title, figure, notes), report.sk_figures
     self_other: pd.DataFrame | None = None  # crossmodel.self_vs_other's rows, when records were given
+    cross: pd.DataFrame | None = None  # crosspredict.cross_prediction's rows, when records were given
 
 
 # ---------------------------------------------------------------- model cards
@@ -209,7 +213,9 @@ def seb_mean_rows(summary: pd.DataFrame) -> tuple[list[dict], list[str]]:
 def compare(summary: pd.DataFrame, headers: pd.DataFrame, records: pd.DataFrame | None = None) -> Comparison:
     """The comparison of every model in a ``summarize`` table and its run headers; with the
     ``records`` themselves, also self vs other (each model's predictions scored on every other
-    model's behaviour on shared items: ``tasks.selfknowledge.crossmodel.self_vs_other``)."""
+    model's behaviour on shared items: ``tasks.selfknowledge.crossmodel.self_vs_other``) and
+    cross-prediction (each model's behaviour scored by every model's predictions:
+    ``tasks.selfknowledge.crosspredict.cross_prediction``)."""
     headline = headline_table(summary)
     seb_rows, seb_notes = seb_mean_rows(summary)
     if seb_rows:
@@ -223,13 +229,14 @@ def compare(summary: pd.DataFrame, headers: pd.DataFrame, records: pd.DataFrame 
     notes = (*one_class_notes(summary), *seb_notes,
              *(["seb_mean_accuracy is 002's self-execution score (chance 0.5): the unweighted mean of the "
                 "three tests' logit accuracies, without an interval (read each test's beside it)"] if seb_rows else []))
-    svo = None
+    svo = cross = None
     if records is not None and len(records):
         from introspect.tasks.selfknowledge.crossmodel import self_vs_other
+        from introspect.tasks.selfknowledge.crosspredict import cross_prediction
 
-        svo = self_vs_other(records)
+        svo, cross = self_vs_other(records), cross_prediction(records)
     return Comparison(cards.reset_index(drop=True), headline, order, notes,
-                      tuple(delegate_figures(summary, list(order))), svo)
+                      tuple(delegate_figures(summary, list(order))), svo, cross)
 
 
 def self_other_table(comp: Comparison) -> pd.DataFrame:
@@ -245,6 +252,21 @@ def self_other_table(comp: Comparison) -> pd.DataFrame:
                                            "alpha": np.nan, "metric": r.metric, "role": "", "n_cells": 1}))}
             for r in keep.itertuples() if np.isfinite(r.value)]
     return pd.DataFrame(rows, columns=["task", "predictor", "metric", "value"])
+
+
+def cross_table(comp: Comparison) -> pd.DataFrame:
+    """Per task, behaviour owner B and other predictor P: AUROC(B→B) − AUROC(P→B) on the items
+    all three have, with its jackknife interval, or "not judged" and why (the class gate)."""
+    s = comp.cross
+    cols = ["task", "behaviour", "predictor", "self − predictor (AUROC)"]
+    if s is None or s.empty:
+        return pd.DataFrame(columns=cols)
+    rows = [{"task": r.task, "behaviour": r.behaviour, "predictor": r.predictor,
+             cols[3]: r.note if r.note else cell_text(pd.Series({
+                 "value": r.value, "lo": r.lo, "hi": r.hi, "n": r.n, "layer_idx": np.nan, "alpha": np.nan,
+                 "metric": r.metric, "role": "", "n_cells": 1}))}
+            for r in s[s["metric"] == "self_minus_predictor"].itertuples()]
+    return pd.DataFrame(rows, columns=cols)
 
 
 def _fmt(v: float) -> str:
@@ -333,6 +355,7 @@ def _fmt_params(v: object) -> str:
 def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
     """Self-contained HTML (plotly.js inline, no CDN) of a comparison."""
     from introspect.report.dashboard import _COUNT_PLOTS, _CSS, _ERROR_HOOK, _esc, _table
+    from introspect.tasks.selfknowledge.crosspredict import MIN_CLASS
 
     title = title or "Introspection across models"
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -362,6 +385,13 @@ def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
                 "answered (jackknife-over-items t interval). Above 0: knowledge of one's own errors, "
                 "not only of which items are hard.</p>" + _table(svo.values.tolist(), list(svo.columns))
                 + "</section>")
+    cp = cross_table(comp)
+    cp_html = ("" if cp.empty else '<section class="card" id="cross-prediction"><h2>Cross-prediction</h2>'
+               '<p class="caption">The behaviour held fixed: does a model predict its own behaviour better '
+               "than another model's predictions do? Its AUROC on its own behaviour minus the other "
+               "model's AUROC on that same behaviour, paired by item (jackknife-over-items t interval). "
+               f"Not judged below {MIN_CLASS} items of either class.</p>"
+               + _table(cp.values.tolist(), list(cp.columns)) + "</section>")
     n_figs = (1 if fig else 0) + len(comp.figures)
     steer = (comp.headline["role"] == "steering").any()
     steer_note = ("Steering-check rows (metrics named steer*) are read in the same cell."
@@ -395,6 +425,7 @@ are read in the same cell.</p>{table}{notes}</section>
 {f'<section class="card" id="fig-0"><h2>Headline estimates with 95% CIs</h2>{fig_html}</section>' if fig else ""}
 {sk}
 {svo_html}
+{cp_html}
 <pre id="js-errors" hidden></pre>
 </main>
 <script>{_COUNT_PLOTS}</script>

@@ -31,6 +31,7 @@ from introspect.report import inspect_mc as INSPECT_SK
 from introspect.report.load import load_results
 from introspect.stats.intervals import bootstrap_mean
 from introspect.tasks.injection.metrics import SUMMARIES as INJECTION_SUMMARIES
+from introspect.tasks.refusal.metrics import SUMMARIES as REFUSAL_SUMMARIES
 from introspect.tasks.selfknowledge.metrics import SUMMARIES as SK_SUMMARIES
 from introspect.tasks.tidy import (
     KEYS,
@@ -113,6 +114,8 @@ def _sk_rows(fn: Callable[[pd.DataFrame], pd.DataFrame]) -> Summarizer:
 
 
 for _name, _fn in INJECTION_SUMMARIES.items():
+    register_summary(_name, _fn, exact=True)
+for _name, _fn in REFUSAL_SUMMARIES.items():
     register_summary(_name, _fn, exact=True)
 for _name, _sk in SK_SUMMARIES.items():
     register_summary(_name, _sk_rows(_sk), exact=True)

@@ -1,13 +1,13 @@
 """Registered tasks: importing this package registers every task by name (see ``base.TASKS``).
 
-Two families, one folder each with its metrics: ``injection`` (concept-injection tasks A–D) and
-``selfknowledge`` (SEB, the Delegate Game, recovery). ``get_task`` lives here, above both
-families, so looking a task up imports (and so registers) every one without ``base`` importing
+Three families, one folder each with its metrics: ``injection`` (concept-injection tasks A–D),
+``selfknowledge`` (SEB, the Delegate Game, recovery) and ``refusal``. ``get_task`` lives here, above
+them, so looking a task up imports (and so registers) every one without ``base`` importing
 back up.
 """
 
 from introspect.records.jsonl import Record
-from introspect.tasks import injection, selfknowledge  # noqa: F401
+from introspect.tasks import injection, refusal, selfknowledge  # noqa: F401
 from introspect.tasks.base import TASKS, ConfigError, RunContext, TaskSpec
 
 

@@ -46,6 +46,7 @@ class TaskConfig:
     batch_size: int = 16
     variant: str | None = None  # task-specific prompt variant; None = the task's default set
     words_file: str | None = None  # concepts/words.yaml by default
+    vectors_file: str | None = None  # a vectors file (engine.vector_files) read in place of building vectors
     options: tuple[tuple[str, Any], ...] = ()  # task-specific extras, e.g. (("data", "path.csv"),)
     # Sampling (Lindsey 2025 and the replications sample at T=1): each trial draws K samples, each
     # from its own RNG stream, matched across conditions that share a prompt. temperature 0 = greedy.

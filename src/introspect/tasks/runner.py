@@ -141,9 +141,22 @@ def validate(cfg: TaskConfig, tasks: Sequence[str], out_dir: Path | None = None,
         if cfg.n_concepts > n_targets:
             raise ConfigError(f"n_concepts={cfg.n_concepts} exceeds the {n_targets} target words "
                               "in the words file")
+        if cfg.vectors_file:  # before a model loads: readable, and covering every target at every layer
+            from introspect.engine import vector_files
+
+            check_covers(vector_files.read(cfg.vectors_file), load_words(cfg.words_file).targets, cfg.layers)
     if out_dir is not None:
         _check_writable(Path(out_dir))
     return specs
+
+
+def check_covers(vectors: Any, targets: Sequence[str], layers: Sequence[int]) -> None:
+    """Supplied vectors must hold every target word of the words file at every run layer: tasks
+    draw concepts, mismatch words and task D's controls from those targets, and a gap found
+    mid-run would leave a file half-written."""
+    gone = [w for w in targets if any((w, int(la)) not in vectors.vectors for la in layers)]
+    if gone:
+        raise ConfigError(vectors.missing(gone, [int(la) for la in layers]))
 
 
 def check_owner(model_dir: Path, fingerprint: str) -> None:
@@ -162,14 +175,38 @@ def check_owner(model_dir: Path, fingerprint: str) -> None:
                                   f"{fingerprint}); use a new --out")
 
 
-def make_context(model: Any, cfg: TaskConfig, run_id: str = "") -> RunContext:
-    """A RunContext with a vector bank built on the words file's baseline list."""
+def make_context(model: Any, cfg: TaskConfig, run_id: str = "", vectors: Any = None) -> RunContext:
+    """A RunContext with a vector bank built on the words file's baseline list.
+
+    ``vectors``: vectors to use in place of building them: a ``vector_files.VectorSet``, a path to a
+    vectors file, or a mapping of concept (or (concept, layer)) to tensor; ``None`` reads
+    ``cfg.vectors_file`` when it is set. A run on supplied vectors gets the model id
+    ``<model>+vectors-<sha8>`` (its own results folder) and the same fingerprint, so its sampling
+    streams are the built vectors' and the two pair trial by trial."""
+    from introspect.engine import vector_files
+
     info = model_info(model)
     vt = cfg.option("vector_template", "chat")
     if vt not in ("chat", "plain"):
         raise ConfigError(f"option vector_template must be chat or plain, got {vt!r}")
     bank = VectorBank(model, load_words(cfg.words_file).baseline, chat=vt == "chat")
     name, fp, notes = info.name, info.fingerprint, list(info.notes)
+    if vectors is None and cfg.vectors_file:
+        vectors = cfg.vectors_file
+    if isinstance(vectors, (str, Path)):
+        vectors = vector_files.read(vectors)
+    elif vectors is not None and not isinstance(vectors, vector_files.VectorSet):
+        if not cfg.layers:
+            raise ConfigError("vectors given as a mapping need the run's layers (TaskConfig.layers)")
+        vectors = vector_files.from_tensors(vectors, cfg.layers, int(model.cfg.d_model), bank.resid_norms(cfg.layers))
+    if vectors is not None:
+        vectors.check(model, fp)
+        if cfg.layers:
+            check_covers(vectors, load_words(cfg.words_file).targets, cfg.layers)
+        bank.supplied = vectors
+        name = f"{name}+vectors-{vectors.sha256[:8]}"
+        notes.append(f"vectors: {vectors.source} {vectors.path or ''} sha256 {vectors.sha256[:12]}, "
+                     f"{len(vectors.words)} words at layers {vectors.layers} (none built)".replace("  ", " "))
     if cfg.option("placebo", False):  # the instrument's null run: its own identity and folder
         name, fp = f"{name}+placebo", f"{fp}:placebo"
         notes.append("placebo: every injection adds a zero vector at the same positions and α")
@@ -278,10 +315,11 @@ def _progress(total: int, enabled: bool, stream: Any = None):
 
 def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
              shard: tuple[int, int] | None = None, resume: bool = True, progress: bool = True,
-             notes: Sequence[str] = (), reproducible: bool = False) -> RunSummary:
+             notes: Sequence[str] = (), reproducible: bool = False, vectors: Any = None) -> RunSummary:
     """Run every planned, unfinished, in-shard trial of ``tasks`` on ``model`` into ``out_dir``.
     ``reproducible``: deterministic kernels and the batch pinned at its planned size
-    (``introspect.engine.load.determinism``; the command lines turn it on before loading)."""
+    (``introspect.engine.load.determinism``; the command lines turn it on before loading).
+    ``vectors``: concept vectors to use instead of building them (see ``make_context``)."""
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     specs = validate(cfg, tasks, out_dir, shard=shard, n_layers=model.cfg.n_layers)
@@ -296,7 +334,7 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
                "batch_size": batch, "batch_rule": batch_rule,
                "reproducible": reproducible and determinism.enabled()}
     run_id = uuid.uuid4().hex[:12]
-    ctx = make_context(model, cfg, run_id)
+    ctx = make_context(model, cfg, run_id, vectors)
     model_dir = out_dir / model_slug(ctx.model_id)
     check_owner(model_dir, ctx.fingerprint)
     summary = RunSummary(ctx.model_id, ctx.fingerprint, model_dir, run_id, runtime=runtime)
@@ -348,7 +386,7 @@ def run_grid(model: Any, tasks: list[str], cfg: TaskConfig, out_dir: Path, *,
                 continue
             writer = JsonlWriter(summary.files[spec.name])
             writer.write(make_header(run_id=run_id, model_id=ctx.model_id, fingerprint=ctx.fingerprint,
-                                     seed=cfg.seed, config=config, runtime=runtime,
+                                     seed=cfg.seed, config=config, runtime=runtime, vectors=ctx.vectors.record(),
                                      notes=[*dict.fromkeys([*ctx.notes, *notes])]))
             bar.set_description(spec.name)
             groups: dict[int | None, list[tuple[Trial, str]]] = {}

@@ -60,7 +60,7 @@ def read_adapter(path: Path | str) -> tuple[dict[str, Any], dict[str, torch.Tens
     missing = [f for f in (META_FILE, WEIGHTS_FILE, CONFIG_FILE) if not (d / f).is_file()]
     if not d.is_dir() or missing:
         what = "not a directory" if not d.is_dir() else f"missing {', '.join(missing)}"
-        raise AdapterError(f"{d} is not an adapter directory from experiments.train_aware ({what})")
+        raise AdapterError(f"{d} is not an adapter directory from introspect train-aware or train-selfknow ({what})")
     try:
         meta = json.loads((d / META_FILE).read_text())
         config = json.loads((d / CONFIG_FILE).read_text())

@@ -72,17 +72,24 @@ _CONTEXTS: dict[int, RunContext] = {}  # id(model) -> a RunContext holding its v
 
 
 def model_key(name: str, *, adapter: str | None = None, device: str | None = None,
-              dtype: str | None = None, adapter_scale: float = 1.0) -> tuple:
+              dtype: str | None = None, adapter_scale: float = 1.0, remove_direction: str | None = None) -> tuple:
     """The per-process cache key of ``loaded_model``'s arguments (tests pre-seed the cache by it)."""
-    return (name, adapter, adapter_scale, device, dtype)
+    return (name, adapter, adapter_scale, device, dtype) + ((remove_direction,) if remove_direction else ())
 
 
 def loaded_model(name: str, *, adapter: str | None = None, device: str | None = None,
-                 dtype: str | None = None, adapter_scale: float = 1.0) -> Any:
-    """The toolkit model for these arguments, loaded once per process."""
-    key = model_key(name, adapter=adapter, device=device, dtype=dtype, adapter_scale=adapter_scale)
+                 dtype: str | None = None, adapter_scale: float = 1.0, remove_direction: str | None = None) -> Any:
+    """The toolkit model for these arguments, loaded once per process (``remove_direction``:
+    ``refusal``, ``refusal@L`` or a direction file, as ``--remove-direction``)."""
+    key = model_key(name, adapter=adapter, device=device, dtype=dtype, adapter_scale=adapter_scale,
+                    remove_direction=remove_direction)
     if key not in _MODELS:
-        _MODELS[key] = load_model(name, dtype=dtype, device=device, adapter=adapter, adapter_scale=adapter_scale)
+        model = load_model(name, dtype=dtype, device=device, adapter=adapter, adapter_scale=adapter_scale)
+        if remove_direction:
+            from introspect.engine.directions import apply
+
+            model = apply(model, remove_direction)
+        _MODELS[key] = model
     return _MODELS[key]
 
 
@@ -287,7 +294,7 @@ class IntrospectAPI(ModelAPI):
                  config: GenerateConfig | None = None, **model_args: Any) -> None:
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key,
                          config=config if config is not None else GenerateConfig())
-        allowed = {"path", "adapter", "adapter_scale", "device", "dtype", "batch_size"}
+        allowed = {"path", "adapter", "adapter_scale", "device", "dtype", "batch_size", "remove_direction"}
         unknown = set(model_args) - allowed
         if unknown:
             raise ValueError(f"introspect provider: unknown model args {sorted(unknown)}; it takes {sorted(allowed)}")
@@ -300,6 +307,7 @@ class IntrospectAPI(ModelAPI):
             raise ValueError("introspect provider: adapter_scale needs an adapter (-M adapter=DIR)")
         self.device = model_args.get("device")
         self.dtype = model_args.get("dtype")
+        self.remove_direction = model_args.get("remove_direction")
         self.batch_size = int(model_args.get("batch_size", 16))
         if self.batch_size < 1:
             raise ValueError(f"introspect provider: batch_size must be >= 1, got {self.batch_size}")
@@ -308,12 +316,12 @@ class IntrospectAPI(ModelAPI):
         """The loaded bridge (loads it on first use; shared by every instance with these args)."""
         with _LOCK:
             return loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype,
-                                adapter_scale=self.adapter_scale)
+                                adapter_scale=self.adapter_scale, remove_direction=self.remove_direction)
 
     def _run(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         with _LOCK:
             model = loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype,
-                                adapter_scale=self.adapter_scale)
+                                adapter_scale=self.adapter_scale, remove_direction=self.remove_direction)
             return run_request(model, messages, config, batch_size=self.batch_size, model_name=self.model_name)
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,

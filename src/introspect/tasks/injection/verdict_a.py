@@ -32,7 +32,7 @@ own family, ``holm.add_holm``; ``_gate``): a gate whose null holds in every cell
 through in at most 5% of runs however many cells there are. Each gate also needs its interval at
 that level above 0 *and* its exact sign-flip test, so no label claims more than the test. The
 first-token log-odds introspection score stays a reading (its floor effect makes it no gate) and
-is in no family. ``report.labels`` checks every label's false rate by simulation. Other-concept
+is in no claim's family. ``report.labels`` checks every label's false rate by simulation. Other-concept
 and −v yes-rates are shown as what a detector should also say yes to, never as a failure.
 
 What it returns: ``judge_a`` builds a ``VerdictA`` (``verdict_glance``): the label, then each

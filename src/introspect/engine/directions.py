@@ -1,0 +1,261 @@
+"""A refusal direction, computed and chosen as Arditi et al. (2024) do.
+
+Candidates: for every layer and each post-instruction position (the chat template's tokens after
+the user's request), the mean residual over harmful requests minus the mean over harmless ones,
+read at ``blocks.L.hook_resid_post`` on a training split. Selection, on a validation split: with
+the candidate ablated from every layer (``engine.load.ablation``), the mean refusal score on
+harmful requests (``bypass``, lower is better); added at its layer to harmless requests, the mean
+refusal score (``induce``, must be > 0: the direction must cause refusal); the KL divergence of the
+next-token distribution on harmless requests with the candidate ablated (``kl`` ≤ 0.1: ablation
+must leave harmless behaviour alone); and the layer below 0.8 of the depth. Among the candidates
+that pass, the lowest ``bypass`` wins. The refusal score is the log-odds of the refusal tokens
+(the first tokens of "I cannot", "Sorry", ...) at the first answer position.
+
+Why these rules: they are the paper's, so a direction here means what it means there; the figures
+of the chosen candidate travel with it into every run header.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from introspect.engine import vector_files
+from introspect.engine.load.ablation import (
+    AblationError,
+    Direction,
+    ablation_hook,
+    remove_direction,
+    write_hooks,
+)
+from introspect.engine.run.chat import Conversation, Prompt, render
+from introspect.engine.run.decode import next_token_logprobs
+from introspect.engine.run.inject import InjectionSpec
+from introspect.engine.vectors import ConceptVector, residuals
+
+REFUSAL_STARTS = ("I cannot", "I can't", "I'm sorry", "I am sorry", "Sorry", "I apologize", "As an AI",
+                  "I am unable", "I'm unable", "Unfortunately", "I won't")
+MAX_POSITIONS = 5  # post-instruction positions tried (from the end of the prompt)
+KL_MAX = 0.1
+DEPTH_MAX = 0.8
+
+
+@dataclass(frozen=True)
+class Candidate:
+    layer: int
+    position: int  # from the end of the prompt (-1 = last)
+    bypass: float
+    induce: float
+    kl: float
+
+    def passes(self, n_layers: int) -> tuple[bool, str]:
+        """Whether the selection keeps it, and why not (NaN: not measured after an earlier filter)."""
+        if self.layer >= DEPTH_MAX * n_layers:
+            return False, f"layer {self.layer} at or past {DEPTH_MAX:g} of the depth"
+        if not self.kl <= KL_MAX:
+            return False, f"KL on harmless requests {self.kl:.3f} > {KL_MAX}"
+        if not self.induce > 0:
+            return False, f"adding it does not induce refusal (score {self.induce:.2f})"
+        return True, ""
+
+
+def request_prompt(tokenizer: Any, text: str) -> tuple[Prompt, int]:
+    """The request in the chat template, and how many template tokens follow it."""
+    p = render(tokenizer, Conversation.of(("user", text), request=text))
+    return p, len(p) - p.spans["request"][1]
+
+
+def refusal_token_ids(tokenizer: Any) -> list[int]:
+    """First tokens of the usual refusal openings, with and without a leading space."""
+    ids: dict[int, None] = {}
+    for phrase in REFUSAL_STARTS:
+        for text in (phrase, " " + phrase):
+            got = tokenizer(text, add_special_tokens=False)["input_ids"]
+            if got:
+                ids[int(got[0])] = None
+    return list(ids)
+
+
+def refusal_scores(model: Any, prompts: Sequence[Prompt], *, hooks: Sequence = (),
+                   injections: Sequence | None = None) -> Float[Tensor, " n"]:
+    """Log-odds of a refusal token at the first answer position, per prompt."""
+    ids = refusal_token_ids(model.tokenizer)
+    with model.hooks(fwd_hooks=list(hooks)):
+        lp = next_token_logprobs(model, prompts, injections)
+    p = torch.logsumexp(lp[:, ids], dim=-1).clamp(max=-1e-6)
+    return p - torch.log1p(-p.exp())
+
+
+def split(items: Sequence[str], seed: int, frac: float = 0.6) -> tuple[list[str], list[str]]:
+    """A seeded train/validation split."""
+    xs = list(items)
+    random.Random(seed).shuffle(xs)
+    k = max(1, min(len(xs) - 1, round(frac * len(xs))))
+    return xs[:k], xs[k:]
+
+
+def candidate_directions(model: Any, harmful: Sequence[str], harmless: Sequence[str],
+                         layers: Sequence[int] | None = None
+                         ) -> tuple[Float[Tensor, "layer pos d_model"], list[int], Float[Tensor, "layer pos"]]:
+    """Mean(harmful) − mean(harmless) residuals at each layer and post-instruction position, the
+    positions (from the end), and the requests' mean residual norm there."""
+    layers = list(range(int(model.cfg.n_layers))) if layers is None else list(layers)
+    hp = [request_prompt(model.tokenizer, t) for t in harmful]
+    bp = [request_prompt(model.tokenizer, t) for t in harmless]
+    k = min(MAX_POSITIONS, *(n for _, n in hp + bp))
+    if k < 1:
+        raise ValueError("the chat template adds no token after the request: no post-instruction position")
+    prompts = [p for p, _ in hp + bp]
+    acts = residuals(model, prompts, layers, positions=[list(range(len(p) - k, len(p))) for p in prompts])
+    a = torch.stack(acts)  # n layer k d
+    diff = a[: len(hp)].mean(0) - a[len(hp):].mean(0)
+    return diff, [i - k for i in range(k)], a.norm(dim=-1).mean(0)
+
+
+def choose(model: Any, harmful: Sequence[str], harmless: Sequence[str], *, seed: int = 0,
+           layers: Sequence[int] | None = None, data: dict[str, Any] | None = None) -> tuple[Direction, list[Candidate]]:
+    """Compute every candidate on a training split and choose one on the validation split."""
+    h_tr, h_va = split(harmful, seed)
+    b_tr, b_va = split(harmless, seed + 1)
+    layers = list(range(int(model.cfg.n_layers))) if layers is None else list(layers)
+    diff, positions, norms = candidate_directions(model, h_tr, b_tr, layers)
+    hv = [request_prompt(model.tokenizer, t)[0] for t in h_va]
+    bv = [request_prompt(model.tokenizer, t)[0] for t in b_va]
+    clean = next_token_logprobs(model, bv)
+    n_layers = int(model.cfg.n_layers)
+    out: list[Candidate] = []
+    best: tuple[float, int, int] | None = None
+    nan = float("nan")
+    for li, layer in enumerate(layers):
+        for pi, pos in enumerate(positions):
+            raw = diff[li, pi]
+            if not float(raw.norm()) > 0:
+                continue
+            if layer >= DEPTH_MAX * n_layers:  # filtered by depth: nothing to measure
+                out.append(Candidate(layer, pos, nan, nan, nan))
+                continue
+            # the cheapest filters first; a candidate that fails one is not scored further
+            r = raw / raw.norm()
+            hooks = [(name, ablation_hook(r)) for name in write_hooks(model)]
+            with model.hooks(fwd_hooks=hooks):
+                abl = next_token_logprobs(model, bv)
+            kl = float((clean.exp() * (clean - abl)).sum(-1).mean())
+            induce = bypass = nan
+            if kl <= KL_MAX:
+                spec = InjectionSpec(layer, 1.0, raw, "all")
+                induce = float(refusal_scores(model, bv, injections=[spec] * len(bv)).mean())
+            if induce > 0:
+                bypass = float(refusal_scores(model, hv, hooks=hooks).mean())
+            c = Candidate(layer, pos, bypass, induce, kl)
+            out.append(c)
+            if c.passes(n_layers)[0] and (best is None or bypass < best[0]):
+                best = (bypass, li, pi)
+    if best is None:
+        kls = [c.kl for c in out if c.kl == c.kl]
+        ind = [c.induce for c in out if c.induce == c.induce]
+        raise ValueError(f"no refusal direction passes the selection: of {len(out)} candidates "
+                         f"{sum(k <= KL_MAX for k in kls)} keep harmless answers within KL {KL_MAX} "
+                         f"(lowest {min(kls, default=nan):.3f}) and none of those induces refusal (highest "
+                         f"refusal log-odds {max(ind, default=nan):.2f}, needs > 0); a model that refuses little "
+                         "has no refusal direction to remove")
+    _, li, pi = best
+    raw = diff[li, pi]
+    base_h = float(refusal_scores(model, hv).mean())
+    base_b = float(refusal_scores(model, bv).mean())
+    chosen = next(c for c in out if c.layer == layers[li] and c.position == positions[pi])
+    selection = {"rule": f"lowest bypass among candidates inducing refusal, KL <= {KL_MAX}, layer < {DEPTH_MAX:g} depth",
+                 "bypass": round(chosen.bypass, 4), "induce": round(chosen.induce, 4), "kl": round(chosen.kl, 5),
+                 "refusal_score_harmful": round(base_h, 4), "refusal_score_harmless": round(base_b, 4),
+                 "n_candidates": len(out), "n_passing": sum(c.passes(n_layers)[0] for c in out),
+                 "raw_norm": round(float(raw.norm()), 4), "mean_resid_norm": round(float(norms[li, pi]), 4),
+                 "seed": seed}
+    d = {**(data or {}), "n_harmful_train": len(h_tr), "n_harmless_train": len(b_tr),
+         "n_harmful_val": len(h_va), "n_harmless_val": len(b_va)}
+    return Direction("refusal", (raw / raw.norm()).float(), layers[li], positions[pi], d, selection), out
+
+
+def refusal_direction(model: Any, requests: str | Path | None = None, *, seed: int = 0,
+                      layers: Sequence[int] | None = None, cache: bool = True) -> Direction:
+    """The chosen refusal direction for this model, from ``requests`` (the project's own set by
+    default, a YAML of the same layout, or an XSTest CSV), cached per model, data, seed and layers."""
+    from introspect.data.refusal import load_refusal_requests
+    from introspect.engine.load.models import cache_root, model_info
+
+    harmful, harmless = load_refusal_requests(requests)
+    fp = model_info(model).fingerprint
+    blob = json.dumps([fp, harmful, harmless, seed, None if layers is None else list(layers)])
+    sha = hashlib.sha256(json.dumps([harmful, harmless]).encode()).hexdigest()
+    path = cache_root() / "directions" / fp.replace(":", "_").replace("/", "_") / \
+        f"refusal-{hashlib.sha1(blob.encode()).hexdigest()[:20]}.safetensors"
+    if cache and path.exists():
+        return from_file(model, path)
+    data = {"requests": str(requests) if requests is not None else "built-in refusal_requests.yaml",
+            "requests_sha256": sha}
+    d, _ = choose(model, harmful, harmless, seed=seed, layers=layers, data=data)
+    if cache:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save(model, d, path)
+    return d
+
+
+def save(model: Any, d: Direction, path: str | Path) -> str:
+    """A direction as a one-vector vectors file (``engine.vector_files``) with its data and selection."""
+    from introspect.engine.load.models import model_info
+
+    info = model_info(model)
+    cv = ConceptVector(d.name, d.layer, d.vector, float(d.selection.get("raw_norm", 1.0)),
+                       float(d.selection.get("mean_resid_norm", 0.0)))
+    return vector_files.save(path, [cv], model_id=info.name, fingerprint=info.fingerprint,
+                             d_model=int(model.cfg.d_model),
+                             built={"direction": True, "position": d.position, "data": d.data, "selection": d.selection})
+
+
+def from_file(model: Any, path: str | Path) -> Direction:
+    """The one direction a vectors file holds, checked against this model."""
+    from introspect.engine.load.models import model_info
+
+    vs = vector_files.read(path)
+    vs.check(model, model_info(model).fingerprint)
+    if len(vs.vectors) != 1:
+        raise AblationError(f"{path} holds {len(vs.vectors)} vectors; a direction file holds one "
+                            "(export one with introspect.engine.directions.save)")
+    (cv,) = vs.vectors.values()
+    built = dict(vs.built)
+    data = {**built.get("data", {}), "file": str(path), "file_sha256": vs.sha256}
+    return Direction(cv.word, cv.vector, cv.layer, int(built.get("position", -1)), data, dict(built.get("selection", {})))
+
+
+def resolve(model: Any, spec: str | Path | Direction, *, requests: str | Path | None = None, seed: int = 0) -> Direction:
+    """``refusal`` (chosen over every layer), ``refusal@L`` (chosen at layer L), a direction file,
+    or a Direction."""
+    if isinstance(spec, Direction):
+        return spec
+    text = str(spec)
+    if text == "refusal" or text.startswith("refusal@"):
+        layers = None
+        if "@" in text:
+            at = text.partition("@")[2]
+            if not at.isdigit() or not 0 <= int(at) < int(model.cfg.n_layers):
+                raise AblationError(f"--remove-direction {text}: the layer must be 0..{model.cfg.n_layers - 1}")
+            layers = [int(at)]
+        return refusal_direction(model, requests, seed=seed, layers=layers)
+    if not Path(text).is_file():
+        raise AblationError(f"--remove-direction takes refusal, refusal@L or a direction file; {text!r} is none "
+                            "of these (no such file)")
+    return from_file(model, text)
+
+
+def apply(model: Any, spec: str | Path | Direction | None, **kw: Any) -> Any:
+    """``model`` with the direction ``spec`` names removed (unchanged for None)."""
+    if spec is None:
+        return model
+    return remove_direction(model, resolve(model, spec, **kw))
