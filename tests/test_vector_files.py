@@ -69,8 +69,8 @@ def test_the_file_holds_the_built_vectors_with_their_norms_and_provenance(export
 
 def test_an_exported_file_reimported_gives_the_same_answers_and_grades(exported, tiny_model, tmp_path):
     model = tiny_model("llama")
-    a = run_grid(model, ["A"], CFG, tmp_path / "built", progress=False)
-    b = run_grid(model, ["A"], replace(CFG, vectors_file=str(exported)), tmp_path / "file", progress=False)
+    a = run_grid(model, ["A"], CFG, tmp_path / "out", progress=False)
+    b = run_grid(model, ["A"], replace(CFG, vectors_file=str(exported)), tmp_path / "out", progress=False)
     assert b.model.startswith(a.model + "+vectors-") and b.fingerprint == a.fingerprint  # own folder, same streams
     ta, tb = _trials(a.files["A"]), _trials(b.files["A"])
     assert ta.keys() == tb.keys() and len(ta) > 4
@@ -80,6 +80,10 @@ def test_an_exported_file_reimported_gives_the_same_answers_and_grades(exported,
             (ra["response"], ra["grade"], ra["condition"], ra["word"]), tid
         if ra.get("p_yes") is not None:
             assert rb["p_yes"] == pytest.approx(ra["p_yes"], rel=1e-4, abs=1e-6)
+    from introspect.report import load_results
+
+    both = load_results(tmp_path / "out")  # one folder holding both: neither run's trials hide the other's
+    assert set(both["model_id"]) == {a.model, b.model} and len(both) == len(ta) + len(tb)
     (ha,), (hb,) = _headers(a.files["A"]), _headers(b.files["A"])
     assert ha["vectors"]["source"] == "built" and hb["vectors"]["source"] == "file"
     assert hb["vectors"]["path"] == str(exported) and hb["config"]["vectors_file"] == str(exported)

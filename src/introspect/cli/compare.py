@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     headers = pd.concat([load_headers(d) for d in args.dirs], ignore_index=True)
     if "trial_id" in trials:  # the same folder given twice (or nested) counts each trial once
         has_id = trials["trial_id"].fillna("").astype(str) != ""
-        trials = pd.concat([trials[has_id].drop_duplicates("trial_id", keep="last"), trials[~has_id]])
+        trials = pd.concat([trials[has_id].drop_duplicates(["model_id", "trial_id"], keep="last"), trials[~has_id]])
     if trials.empty:
         print("error: the records hold no trials (only run headers)", file=sys.stderr)
         return 2

@@ -71,9 +71,9 @@ def load_results(path_or_dir: Path | str) -> pd.DataFrame:
     for col in TRIAL_COLUMNS:
         if col not in df.columns:
             df[col] = None
-    if "trial_id" in df.columns:
+    if "trial_id" in df.columns:  # one trial once per model: a run on supplied vectors shares the built run's ids
         has_id = df["trial_id"].fillna("").astype(str) != ""
-        dedup = df[has_id].drop_duplicates(subset=["trial_id"], keep="last")
+        dedup = df[has_id].drop_duplicates(subset=["model_id", "trial_id"], keep="last")
         df = pd.concat([dedup, df[~has_id]]).sort_index()
     base = [c for c in TRIAL_COLUMNS if c in df.columns]
     rest = sorted(c for c in df.columns if c not in base)
