@@ -26,7 +26,7 @@ _DELEGATE = ("anchors", "calibrate_pool", "calibration_n", "digits", "feedback",
              "teammate_accuracy", "terms")
 
 TASK_OPTIONS: dict[str, tuple[str, ...]] = {
-    "A": ("latent_naming", "n_bias", "steer_check"),
+    "A": ("latent_naming", "n_bias", "regions", "steer_check"),
     "B": (),
     "C": (),
     "D": ("n_control_words",),

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from introspect.engine.tensor_hash import tensor_sha256
 from introspect.engine.vectors import ConceptVector, resid_name
 from introspect.records.atomic import atomic_write
 
@@ -38,10 +39,6 @@ class VectorFileError(ValueError):
 def tensor_key(word: str, layer: int) -> str:
     """The tensor's name in the file: the hook point it is added at, then the concept."""
     return f"{resid_name(layer)}/{word}"
-
-
-def _sha(t: Tensor) -> str:
-    return hashlib.sha256(t.detach().to("cpu", torch.float32).contiguous().numpy().tobytes()).hexdigest()
 
 
 def _raw(cv: ConceptVector) -> Tensor:
@@ -58,7 +55,7 @@ def _set_hash(entries: Sequence[tuple[str, int, float, str]]) -> str:
 
 def vectors_hash(vectors: Mapping[tuple[str, int], ConceptVector]) -> str:
     """One sha256 over every (word, layer, raw-size vector, resid norm): equal for equal vectors."""
-    return _set_hash([(w, la, cv.mean_resid_norm, _sha(_raw(cv))) for (w, la), cv in vectors.items()])
+    return _set_hash([(w, la, cv.mean_resid_norm, tensor_sha256(_raw(cv))) for (w, la), cv in vectors.items()])
 
 
 @dataclass(frozen=True)
@@ -135,7 +132,7 @@ def _meta_entry(cv: ConceptVector) -> dict[str, Any]:
     raw = _raw(cv)
     return {"key": tensor_key(cv.word, cv.layer), "word": cv.word, "layer": cv.layer,
             "hook": resid_name(cv.layer), "raw_norm": cv.raw_norm, "mean_resid_norm": cv.mean_resid_norm,
-            "sha256": _sha(raw)}
+            "sha256": tensor_sha256(raw)}
 
 
 def save(path: Path | str, vectors: Mapping[tuple[str, int], ConceptVector] | Sequence[ConceptVector], *,
@@ -188,7 +185,7 @@ def read(path: Path | str) -> VectorSet:
         t = tensors[e["key"]].to(torch.float32)
         if tuple(t.shape) != (d_model,):
             raise VectorFileError(f"{p}: tensor {e['key']} has shape {tuple(t.shape)}, the file says d_model={d_model}")
-        if _sha(t) != e["sha256"]:
+        if tensor_sha256(t) != e["sha256"]:
             raise VectorFileError(f"{p}: tensor {e['key']} does not match its sha256 (the file was changed or is damaged)")
         raw = float(t.norm())
         if not math.isclose(raw, float(e["raw_norm"]), rel_tol=1e-4):
@@ -215,7 +212,9 @@ def from_tensors(tensors: Mapping[Any, Tensor | ConceptVector], layers: Sequence
         t = value.vector * value.raw_norm if isinstance(value, ConceptVector) else value
         if not isinstance(t, Tensor):
             raise VectorFileError(f"vector for {word!r} is a {type(t).__name__}; pass a torch tensor of shape [{d_model}]")
-        t = t.detach().to("cpu", torch.float32).flatten() if t.dim() == 2 and t.shape[0] == 1 else t.detach().to("cpu", torch.float32)
+        t = t.detach().to("cpu", torch.float32)
+        if t.dim() == 2 and t.shape[0] == 1:  # a [1, d] row (an SAE decoder row as sliced)
+            t = t.flatten()
         if tuple(t.shape) != (d_model,):
             raise VectorFileError(f"vector for {word!r} has shape {tuple(t.shape)}, this model's residual stream "
                                   f"needs [{d_model}]")

@@ -296,25 +296,28 @@ class VectorBank:
                 "baseline_sha256": hashlib.sha256(json.dumps(sorted(self.baseline)).encode()).hexdigest(),
                 "n_baseline": len(self.baseline)}
 
+    def _baseline_pass(self, layers: Sequence[int]) -> None:
+        """One pass over the baseline prompts at the layers not yet seen: their mean residual and
+        mean norm at the final token, kept together (both ``resid_norms`` and ``baseline_mean``
+        read them, and a second pass would repeat the same forward)."""
+        missing = [la for la in dict.fromkeys(layers) if la not in self._base_mean]
+        if missing:
+            prompts = [concept_prompt(self.model.tokenizer, b, self.template, self.chat) for b in self.baseline]
+            acts = torch.stack([a[:, 0] for a in residuals(self.model, prompts, missing)])  # n l d
+            self._base_mean.update(zip(missing, acts.mean(0)))
+            self._resid_norm.update(zip(missing, acts.norm(dim=-1).mean(0).tolist()))
+
     def resid_norms(self, layers: Sequence[int]) -> dict[int, float]:
         """Mean ||resid|| at each layer over the baseline prompts' final token: what "resid" α units
         multiply (the same figure a built vector carries)."""
         layers = check_layers(self.model, layers)
-        missing = [la for la in dict.fromkeys(layers) if la not in self._resid_norm]
-        if missing:
-            prompts = [concept_prompt(self.model.tokenizer, b, self.template, self.chat) for b in self.baseline]
-            acts = torch.stack([a[:, 0] for a in residuals(self.model, prompts, missing)])  # n l d
-            self._resid_norm.update(zip(missing, acts.norm(dim=-1).mean(0).tolist()))
+        self._baseline_pass(layers)
         return {la: self._resid_norm[la] for la in layers}
 
     def baseline_mean(self, layers: Sequence[int]) -> Float[Tensor, "layer d_model"]:
         """Mean residual of the baseline prompts at each layer (what every concept vector subtracts)."""
         layers = list(layers)
-        missing = [la for la in layers if la not in self._base_mean]
-        if missing:
-            prompts = [concept_prompt(self.model.tokenizer, b, self.template, self.chat) for b in self.baseline]
-            acts = torch.stack([a[:, 0] for a in residuals(self.model, prompts, missing)])  # n l d
-            self._base_mean.update(zip(missing, acts.mean(0)))
+        self._baseline_pass(layers)
         return torch.stack([self._base_mean[la] for la in layers])
 
     def random_like(self, cv: ConceptVector, seed: int) -> ConceptVector:

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from introspect.report.figures_regions import task_a_regions
 from introspect.report.forest import steering_cells, steering_forest, task_a_forest
 from introspect.report.panels import NOT_DETECTION, PALETTE, Panel, customdata
 from introspect.report.panels import detection as _detection
@@ -279,5 +280,5 @@ def task_a_held_out(summary: pd.DataFrame) -> list[Panel]:
         "two halves). Bars: 95% CIs.", _style(fig, 160 + 40 * len(h)))]
 
 
-BUILDERS_A = (task_a_forest, task_a_heatmaps, task_a_pyes, task_a_score, task_a_controls, task_a_steering,
-              task_a_held_out)
+BUILDERS_A = (task_a_forest, task_a_heatmaps, task_a_regions, task_a_pyes, task_a_score, task_a_controls,
+              task_a_steering, task_a_held_out)

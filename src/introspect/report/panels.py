@@ -14,6 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from introspect.tasks.injection.common import is_steer
+
 PALETTE = qualitative.Plotly
 GREY_BAND = "rgba(120,120,120,0.22)"
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
@@ -76,4 +78,5 @@ NOT_DETECTION = ("bias", "steer", "all")  # task A variants that are not a detec
 def detection(summary: pd.DataFrame) -> pd.DataFrame:
     """Task A's detection rows that belong to a (layer, α) cell."""
     a = task(summary, "A")
-    return a[~a["variant"].isin(NOT_DETECTION) & a["layer_idx"].notna()]
+    steer = a["variant"].astype(str).map(is_steer).astype(bool)  # steer_two_turn, steer@<region> too
+    return a[~a["variant"].isin(NOT_DETECTION) & ~steer & a["layer_idx"].notna()]

@@ -258,6 +258,15 @@ def steer_prompt_two_turn() -> Conversation:
                            turn1=TWO_TURN_TASK, turn1_end=TWO_TURN_REPLY)
 
 
+def steer_prompt_regions(trial: int = 1) -> Conversation:
+    """The steering check of a region framing (``steer@<region>``): the paper layout with its
+    question replaced by ``steer_prompt``'s request, so the vector is injected over the same
+    region of the same turns as the detection trial it judges (``regions.positions``)."""
+    start = f"\n\nTrial {trial}"
+    return Conversation.of(("user", PAPER_A_INTRO), ("assistant", "Ok."),
+                           ("user", "Ok, let's get started." + start + ": " + STEER_PROMPT), **{FROM_MARK: start})
+
+
 BIAS_SUFFIX = " Answer yes or no."
 
 

@@ -189,7 +189,8 @@ def make_context(model: Any, cfg: TaskConfig, run_id: str = "", vectors: Any = N
     vt = cfg.option("vector_template", "chat")
     if vt not in ("chat", "plain"):
         raise ConfigError(f"option vector_template must be chat or plain, got {vt!r}")
-    bank = VectorBank(model, load_words(cfg.words_file).baseline, chat=vt == "chat")
+    words = load_words(cfg.words_file)
+    bank = VectorBank(model, words.baseline, chat=vt == "chat")
     name, fp, notes = info.name, info.fingerprint, list(info.notes)
     if vectors is None and cfg.vectors_file:
         vectors = cfg.vectors_file
@@ -202,7 +203,7 @@ def make_context(model: Any, cfg: TaskConfig, run_id: str = "", vectors: Any = N
     if vectors is not None:
         vectors.check(model, fp)
         if cfg.layers:
-            check_covers(vectors, load_words(cfg.words_file).targets, cfg.layers)
+            check_covers(vectors, words.targets, cfg.layers)
         bank.supplied = vectors
         name = f"{name}+vectors-{vectors.sha256[:8]}"
         notes.append(f"vectors: {vectors.source} {vectors.path or ''} sha256 {vectors.sha256[:12]}, "

@@ -17,7 +17,6 @@ Inspect provider run on the ablated model. The model gets a name and fingerprint
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -25,6 +24,8 @@ from typing import Any
 import torch
 from jaxtyping import Float
 from torch import Tensor
+
+from introspect.engine.tensor_hash import tensor_sha256
 
 ABLATION_NOTE = "ablation: "  # prefix of the JSON note carrying Direction.record() into run headers
 
@@ -46,7 +47,7 @@ class Direction:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.vector.to(torch.float32).contiguous().numpy().tobytes()).hexdigest()
+        return tensor_sha256(self.vector)
 
     def record(self) -> dict[str, Any]:
         """What run headers say about the ablation."""
@@ -101,10 +102,9 @@ def remove_direction(model: Any, direction: Direction) -> Any:
     tag = direction.sha256[:8]
     note = (f"direction removed: {direction.name} (sha256 {direction.sha256[:12]}, read at layer "
             f"{direction.layer}) projected out of the embedding and every attention and MLP output")
+    record = direction.record()
     model.introspect_info = type(info)(**{**asdict(info), "name": f"{info.name}+ablate-{direction.name}-{tag}",
                                           "fingerprint": f"{info.fingerprint}+ablate:{direction.sha256[:16]}",
-                                          "notes": (*info.notes, note)})
-    model.introspect_ablation = direction.record()
-    model.introspect_info = type(info)(**{**asdict(model.introspect_info),
-                                          "notes": (*model.introspect_info.notes, ABLATION_NOTE + json.dumps(direction.record(), sort_keys=True))})
+                                          "notes": (*info.notes, note, ABLATION_NOTE + json.dumps(record, sort_keys=True))})
+    model.introspect_ablation = record
     return model

@@ -76,8 +76,14 @@ STEER_VARIANTS = ("steer", "steer_two_turn")
 
 
 def base_variant(t: Trial | str) -> str:
-    """A trial's (or variant's) name without its format mark: what selects the prompt."""
-    return fewshot.split_variant(t if isinstance(t, str) else t.variant)[0]
+    """A trial's (or variant's) name without its format mark and region (``paper@user``: see
+    ``regions``): what selects the prompt."""
+    return fewshot.split_variant(t if isinstance(t, str) else t.variant)[0].partition("@")[0]
+
+
+def is_steer(variant: str) -> bool:
+    """Whether a variant is a steering check (``steer``, ``steer_two_turn``, ``steer@<region>``)."""
+    return base_variant(str(variant)) in STEER_VARIANTS
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,12 @@ class Injected:
     spec: InjectionSpec
     effective: float
     alpha_as: dict[str, float]
+    also: tuple[InjectionSpec, ...] = ()  # the same push elsewhere (a region's answer beside its prompt part)
+
+    @property
+    def specs(self) -> InjectionSpec | list[InjectionSpec]:
+        """What a row injects: the spec, or every spec when the push has more than one place."""
+        return [self.spec, *self.also] if self.also else self.spec
 
 
 def _norm_positions(prompt: Prompt, positions: Positions) -> list[int]:

@@ -92,7 +92,7 @@ def readings(ctx: RunContext, trials: Sequence[Trial], candidates: Sequence[str]
     tok = ctx.model.tokenizer
     todo: dict[tuple, Trial] = {}
     for t in trials:
-        if t.condition in CONDITIONS[1:] and t.variant not in common.STEER_VARIANTS:
+        if t.condition in CONDITIONS[1:] and not common.is_steer(t.variant) and "@" not in t.variant:  # whole spans only
             todo.setdefault(_key(t), t)
             ctl = replace(t, condition="control", layer=None, alpha=0.0, params=(), sample=0)
             todo.setdefault(_key(ctl), ctl)  # its matched control, even when a resumed run already has it

@@ -36,8 +36,9 @@ import pandas as pd
 
 from introspect.stats import clustered as C
 from introspect.stats.holm import add_holm
+from introspect.tasks.injection.common import STEER_VARIANTS, is_steer
+from introspect.tasks.injection.metrics_regions import region_rows
 from introspect.tasks.injection.metrics_steer import (
-    STEER_VARIANTS,
     steer_variant,
     steering_table,
     steers_lookup,
@@ -73,7 +74,8 @@ ABLATIONS = ("random", "concept_random", "negative")
 def detection_questions(df: pd.DataFrame) -> pd.DataFrame:
     """Rows that ask the detection question: not a bias question, not a steering prompt. One
     filter for ``summarize_a`` and ``vs_base``, so the two never read different rows."""
-    return df[~df["variant"].isin(NOT_DETECTION) & ~df["condition"].isin(("bias", "bias_control"))]
+    v = df["variant"].astype(str)
+    return df[~v.isin(NOT_DETECTION) & ~v.map(is_steer).astype(bool) & ~df["condition"].isin(("bias", "bias_control"))]
 
 
 def logit(p: np.ndarray) -> np.ndarray:
@@ -417,6 +419,7 @@ def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
     bp = _bias_frames(df)
     out += _bias_rows(bp)
     identical: dict[str, list[float]] = {}
+    every: list[tuple[dict[str, Any], pd.DataFrame]] = []  # every paired cell, for the region comparison
     det = detection_questions(df)
     for vkeys, vdf in groups(det, ["model_id", "task", "variant"]):
         ctl = vdf[vdf["condition"] == "control"]
@@ -439,6 +442,8 @@ def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
             out += _ablation_rows(keys, inj, cdf, ctl if matched else pd.DataFrame())
             out += _steer_rows(keys, inj, p, lookup, steer_rows)
         out += split_half(cells, _net_score, _held_out)
+        every += cells
+    out += region_rows(every)
     add_holm(out, HEADLINE)
     for model in sorted(set(df["model_id"].dropna())):
         if not df[(df["model_id"] == model) & df["condition"].isin(("injected", "steer"))].empty:

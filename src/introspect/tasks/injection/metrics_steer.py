@@ -24,9 +24,7 @@ import numpy as np
 import pandas as pd
 
 from introspect.stats import clustered as C
-from introspect.tasks.injection.common import (
-    STEER_VARIANTS,  # the steering checks, by injection span
-)
+from introspect.tasks.injection.common import is_steer  # the steering checks, by injection span
 from introspect.tasks.tidy import (
     CELL,
     EFFECT_P,
@@ -151,7 +149,8 @@ def summarize_steering(df: pd.DataFrame, table: pd.DataFrame) -> list[dict[str, 
 
 def steer_variant(rows: list[dict[str, Any]], model: str, framing: str) -> str:
     """The steering check that judges ``framing``: its own span's where the run has it."""
-    own = "steer_two_turn" if str(framing).split("+")[0] == "two_turn" else "steer"
+    base, _, region = str(framing).split("+fewshot")[0].partition("@")
+    own = f"steer@{region}" if region else "steer_two_turn" if base == "two_turn" else "steer"
     has = any(r["variant"] == own and r["model_id"] == model for r in rows if r["metric"] == "steer_lp_rise_vs_random")
     return own if has else "steer"
 
@@ -160,7 +159,7 @@ def steering_cells(rows: list[dict[str, Any]], model: str) -> set[tuple]:
     """The (check, layer, α, units) cells of a model that steer (``RULE``): the one place that rule
     is asked, by its test as well as its interval, as the verdict's gates are."""
     return {(r["variant"], *(r[k] for k in CELL)) for r in rows
-            if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and r["variant"] in STEER_VARIANTS
+            if r["metric"] == "steer_lp_rise_vs_random" and r["model_id"] == model and is_steer(r["variant"])
             and clears(r, EFFECT_P)}
 
 

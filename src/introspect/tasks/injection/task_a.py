@@ -10,7 +10,10 @@ direction), both at v's norm, and ``negative`` (−v).
 Framings (variants): ``paper`` (Lindsey's prompt; injection from the blank line before "Trial N"
 through every generated token), ``explained`` (the same preceded by an accurate account of what
 injection is), ``two_turn`` (Pearson-Vogel et al. 2026: injected only over turn 1, asked in turn
-2) and ``seed`` (strict NO_INJECTION / INJECTION: w format).
+2) and ``seed`` (strict NO_INJECTION / INJECTION: w format). ``--option regions=`` runs a
+single-turn framing once per token region instead (``paper@user``: the system turn, the user
+turn, the question, the answer, or several; ``regions``), each with its own controls, bias
+questions and steering check (``steer@<region>``), compared by ``metrics_regions``.
 
 Controls from the critiques: ``bias`` asks unrelated yes/no questions (half true, half false
 statements) in every framing (preamble, turns, injected positions), injected with the concept and
@@ -36,6 +39,7 @@ neutral turn 1 only, read in turn 2 (as two_turn injects: ``prompts.steer_prompt
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from introspect.engine.run.inject import From
 from introspect.grading import (
@@ -48,7 +52,7 @@ from introspect.grading import (
 from introspect.records.jsonl import Record
 from introspect.tasks import prompts as P
 from introspect.tasks.base import ConfigError, RunContext, TaskSpec, Trial, register
-from introspect.tasks.injection import common, latent_a
+from introspect.tasks.injection import common, latent_a, regions
 
 VARIANTS = ("paper", "explained", "two_turn", "seed")
 DEFAULT_VARIANTS = ("paper", "explained", "two_turn")
@@ -69,7 +73,12 @@ def plan(ctx: RunContext) -> list[Trial]:
     cells = common.grid(ctx)
     sampled: list[Trial] = []
     bias: list[Trial] = []
-    framings = common.variants(ctx, VARIANTS, DEFAULT_VARIANTS)
+    region_list = ctx.cfg.option("regions", None)
+    if region_list is None:
+        framings = common.variants(ctx, VARIANTS, DEFAULT_VARIANTS)
+    else:  # each single-turn framing once per token region (two_turn injects over its turn 1 by design)
+        framings = regions.plan_variants(common.variants(ctx, regions.FRAMINGS, regions.DEFAULT_FRAMINGS),
+                                         regions.parse(region_list))
     for v in framings:
         for word in concepts:
             for i in range(ctx.cfg.n_trials):
@@ -93,24 +102,34 @@ def plan(ctx: RunContext) -> list[Trial]:
 
 
 def steer_variants(framings: Sequence[str]) -> list[str]:
-    """The steering checks a run's framings need: ``steer`` always (it also judges a run without
-    a framing of its span), ``steer_two_turn`` when two_turn runs (its own span)."""
-    return ["steer", *(["steer_two_turn"] if "two_turn" in map(common.base_variant, framings) else [])]
+    """The steering checks a run's framings need: ``steer`` unless every framing is a region (it
+    also judges a run without a framing of its span), ``steer_two_turn`` when two_turn runs (its
+    own span), and ``steer@<region>`` for each region a run injects over."""
+    own = list(dict.fromkeys(regions.name("steer", r) for _, r in map(regions.split, framings) if r))
+    whole = not own or any(regions.split(v)[1] is None for v in framings)
+    return [*(["steer"] if whole else []),
+            *(["steer_two_turn"] if "two_turn" in map(common.base_variant, framings) else []), *own]
 
 
 def _conv(trial: Trial, questions: Sequence[str]):
-    v = common.base_variant(trial)
+    v, region = common.base_variant(trial), regions.split(trial.variant)[1]
     if trial.condition in ("bias", "bias_control"):
-        return P.task_a_bias(questions[int(trial.param("question"))], v, trial.index + 1)
-    if v in STEER_PROMPTS:
+        conv = P.task_a_bias(questions[int(trial.param("question"))], v, trial.index + 1)
+    elif region and v == "steer":
+        conv = P.steer_prompt_regions()
+    elif v in STEER_PROMPTS:
         return STEER_PROMPTS[v]()
-    return BUILDERS[v](trial.index + 1)
+    else:
+        conv = BUILDERS[v](trial.index + 1)
+    return regions.with_mark(conv) if region else conv
 
 
 def _injection(ctx: RunContext, t: Trial, p, concepts: Sequence[str]):
     if t.condition in ("control", "steer_control", "bias_control"):
         return None, {}
-    pos = P.injected_positions(p)  # two_turn: turn 1 only; else from the ``from`` mark on
+    region = regions.split(t.variant)[1]
+    where = regions.positions(p, region) if region else [P.injected_positions(p)]
+    pos = where[0]  # two_turn: turn 1 only; else from the ``from`` mark on; a region: its own
     extra = {}
     if t.condition in ("random", "steer_random"):
         inj = common.spec_for(ctx, t, p, pos, random_seed=int(t.id(ctx.fingerprint, ctx.cfg.seed), 16) % 2**31)
@@ -120,6 +139,8 @@ def _injection(ctx: RunContext, t: Trial, p, concepts: Sequence[str]):
         inj = common.spec_for(ctx, t, p, pos, word=other, norm_word=t.word)
     else:
         inj = common.spec_for(ctx, t, p, pos, sign=-1.0 if t.condition == "negative" else 1.0)
+    if len(where) > 1:  # a region with the answer beside a prompt part: the same push, generated tokens too
+        inj = replace(inj, also=tuple(replace(inj.spec, token_positions=q) for q in where[1:]))
     return inj, extra
 
 
@@ -136,7 +157,7 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
 
     def make(t: Trial):
         p, (inj, extra) = render(t, _conv(t, questions))
-        return [p], [inj.spec if inj else None], (inj, extra)
+        return [p], [inj.specs if inj else None], (inj, extra)
 
     def make_latent(t: Trial, conv):
         p, (inj, _) = render(t, conv)
@@ -158,7 +179,7 @@ def _record(ctx: RunContext, r, concepts, items, yes_no, budget, latent=None) ->
     t, p, g = r.trial, r.prompts[0], r.gens[0]
     inj, extra = r.extra
     text = cut_at_next_turn(g.text)
-    if t.variant in common.STEER_VARIANTS:
+    if common.is_steer(t.variant):
         grade = {"mentions": first_mention(text, t.word) is not None,
                  "lp_word": common.word_logprob(ctx.model.tokenizer, g, t.word),
                  "coherent": coherence(text).coherent}
@@ -188,6 +209,8 @@ def _record(ctx: RunContext, r, concepts, items, yes_no, budget, latent=None) ->
 
 
 def _describe(spec) -> str | list[int]:
+    if isinstance(spec, list):  # a region's prompt part, then "generated"
+        return "+".join(f"{p[0]}..{p[-1]}" if isinstance(p, list) else str(p) for p in map(_describe, spec))
     pos = spec.token_positions
     if isinstance(pos, From):
         return f"from:{pos.start}+generated"

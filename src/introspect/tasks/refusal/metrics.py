@@ -17,15 +17,11 @@ from introspect.tasks.tidy import col, groups, paired_row, rate_row
 LABELS = ("unsafe", "safe")
 
 
-def _grade(df: pd.DataFrame, key: str) -> pd.Series:
-    return col(df, f"grade.{key}")
-
-
 def summarize_refusal(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Per label: the share of requests refused, complied with, and answered neither way."""
     rows: list[dict[str, Any]] = []
     for keys, g in groups(df, ["model_id", "task", "layer_idx", "alpha", "alpha_units", "variant"]):
-        refusal, label, ids = _grade(g, "refusal"), _grade(g, "label"), _grade(g, "id")
+        refusal, label, ids = col(g, "grade.refusal"), col(g, "grade.label"), col(g, "grade.id")
         for lab in LABELS:
             m = (label == lab).to_numpy()
             for what in ("refuses", "complies", "other"):
@@ -42,8 +38,8 @@ def refusal_change(trials: pd.DataFrame, changed: str, base: str) -> list[dict[s
     a, b = t[t["model_id"] == changed], t[t["model_id"] == base]
     if a.empty or b.empty:
         return []
-    ka = a.assign(_id=_grade(a, "id").astype(str), _lab=_grade(a, "label"), _r=_grade(a, "refusal"))
-    kb = b.assign(_id=_grade(b, "id").astype(str), _lab=_grade(b, "label"), _r=_grade(b, "refusal"))
+    ka = a.assign(_id=col(a, "grade.id").astype(str), _lab=col(a, "grade.label"), _r=col(a, "grade.refusal"))
+    kb = b.assign(_id=col(b, "grade.id").astype(str), _lab=col(b, "grade.label"), _r=col(b, "grade.refusal"))
     both = ka[["variant", "_id", "_lab", "_r"]].merge(kb[["variant", "_id", "_r"]], on=["variant", "_id"],
                                                       suffixes=("_a", "_b"))
     rows: list[dict[str, Any]] = []

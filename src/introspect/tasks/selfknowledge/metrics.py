@@ -229,6 +229,19 @@ def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------- seb-difficulty
+def _length_rule(longer_right: np.ndarray, groups_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The length baseline fitted out of group: each question group is scored by the direction
+    ("longer is harder" or "shorter is harder") that the other groups favour, so an agent whose
+    difficulty follows length either way meets a baseline that follows it too, and the baseline
+    never sees the group it scores. Returns (pair scores, their groups) for a clustered interval."""
+    out = longer_right.astype(float).copy()
+    for g in np.unique(groups_):
+        rest = longer_right[groups_ != g]
+        if rest.size and rest.mean() < 0.5:
+            out[groups_ == g] = 1.0 - longer_right[groups_ == g]
+    return out, groups_
+
+
 def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
     """Pair accuracies (text and logit) against the sampled truth, and the truth's own health:
     answer parse, cut and exclusion rates, excluded pairs, K; a pair without a truth (a question
@@ -242,7 +255,7 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
         rows += prop(keys, "rank_cut_rate", b(s, "rank_cut").sum(), len(s)) if "grade.rank_cut" in s else []
         la = num(s, "pair_accuracy_logit")
         rows.append(row(keys, "logit_pair_accuracy", bootstrap_mean(la), int(np.isfinite(la).sum())))
-        P, T, C, surf, firstA = [], [], [], [], []
+        P, T, C, surf, surf_c, firstA = [], [], [], [], [], []
         for gi, (ph, tr, ql, pab) in enumerate(zip(lists(s, "p_harder"), lists(s, "pair_truth"),
                                                    lists(s, "question_length"), lists(s, "p_first_is_A"))):
             for k, (i, j) in enumerate([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)][:len(tr)]):
@@ -252,15 +265,17 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
                     P.append(float(ph[k]))
                     T.append(float(tr[k]))
                     C.append(gi)
-                if ql:
+                if ql:  # does "the longer question is harder" get this pair right
                     surf.append(0.5 if tr[k] == 0.5 or ql[i] == ql[j] else float((ql[i] > ql[j]) == (tr[k] == 1)))
+                    surf_c.append(gi)
             firstA += [x for pr in pab for x in pr if isnum(x)]
         if P:
             p, y, c = np.array(P), np.array(T), np.array(C)
             rows.append(row(keys, "logit_pair_auroc", auroc_ci(p, y > 0.5, c), p.size, n_items=n_unique(c)))
             rows.append(row(keys, "logit_pair_brier", boot_mean((p - y) ** 2, c), p.size, n_items=n_unique(c)))
         if surf:
-            rows.append(row(keys, "surface_length_pair_accuracy", bootstrap_mean(surf), len(surf)))
+            x, c = _length_rule(np.array(surf), np.array(surf_c))
+            rows.append(row(keys, "surface_length_pair_accuracy", boot_mean(x, c), x.size, n_items=n_unique(c)))
         if T:  # always answering "the first of the pair is harder" (or always the second)
             rows.append(value(keys, "majority_pair_baseline", max(np.mean(T), 1 - np.mean(T)), len(T)))
         if firstA:
