@@ -235,10 +235,10 @@ def _length_rule(longer_right: np.ndarray, groups_: np.ndarray) -> tuple[np.ndar
     difficulty follows length either way meets a baseline that follows it too, and the baseline
     never sees the group it scores. Returns (pair scores, their groups) for a clustered interval."""
     out = longer_right.astype(float).copy()
-    for g in np.unique(groups_):
-        rest = longer_right[groups_ != g]
+    for grp in np.unique(groups_):
+        rest = longer_right[groups_ != grp]
         if rest.size and rest.mean() < 0.5:
-            out[groups_ == g] = 1.0 - longer_right[groups_ == g]
+            out[groups_ == grp] = 1.0 - longer_right[groups_ == grp]
     return out, groups_
 
 
