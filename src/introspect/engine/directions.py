@@ -162,11 +162,13 @@ def choose(model: Any, harmful: Sequence[str], harmless: Sequence[str], *, seed:
     if best is None:
         kls = [c.kl for c in out if c.kl == c.kl]
         ind = [c.induce for c in out if c.induce == c.induce]
+        own = float(refusal_scores(model, hv).mean())  # how far the model's own refusals reach on this scale
         raise ValueError(f"no refusal direction passes the selection: of {len(out)} candidates "
                          f"{sum(k <= KL_MAX for k in kls)} keep harmless answers within KL {KL_MAX} "
                          f"(lowest {min(kls, default=nan):.3f}) and none of those induces refusal (highest "
-                         f"refusal log-odds {max(ind, default=nan):.2f}, needs > 0); a model that refuses little "
-                         "has no refusal direction to remove")
+                         f"refusal log-odds {max(ind, default=nan):.2f}, needs > 0; the harmful validation "
+                         f"requests themselves score {own:.2f}): Arditi's selection finds no refusal direction "
+                         "in this model on these requests")
     _, li, pi = best
     raw = diff[li, pi]
     base_h = float(refusal_scores(model, hv).mean())
