@@ -259,6 +259,9 @@ def test_difficulty_agents_are_recovered():
     assert oracle.loc[acc, "lo"] > max(0.5, oracle.loc["majority_pair_baseline", "value"])
     assert oracle.loc["logit_pair_auroc", "lo"] > 0.5
     assert oracle.loc[acc, "lo"] > oracle.loc["surface_length_pair_accuracy", "hi"]
+    beyond = "logit_pair_accuracy_beyond_length"  # paired by pair, t over question groups
+    assert oracle.loc[beyond, "lo"] > 0 and oracle.loc[f"{beyond}_p", "value"] < 0.05
+    assert not surface.loc[beyond, "lo"] > 0 and not null.loc[beyond, "lo"] > 0
     # the surface agent: harder means longer, and it says so; the length rule does as well
     assert surface.loc[acc, "lo"] > 0.5
     sl = surface.loc["surface_length_pair_accuracy"]
@@ -281,6 +284,10 @@ def test_difficulty_agents_over_seeds(few_resamples):
     assert max(false.values()) <= MAX_FALSE  # measured: 1 and 1 of 40
     found = sum(_read("difficulty", "oracle", seed).loc["logit_pair_accuracy", "lo"] > 0.5 for seed in range(20))
     assert found == 20
+    # beyond the length rule: never for the agents whose difficulty is length, either way
+    false_beyond = sum(_read("difficulty", kind, seed).loc["logit_pair_accuracy_beyond_length", "lo"] > 0
+                       for kind in ("surface", "shorter") for seed in range(SEEDS // 2))
+    assert false_beyond <= MAX_FALSE
 
 
 def test_difficulty_length_baseline_catches_a_shorter_is_harder_agent():
@@ -291,3 +298,4 @@ def test_difficulty_length_baseline_catches_a_shorter_is_harder_agent():
     if not s.loc["logit_pair_accuracy", "lo"] > 0.5:  # the agent is read as predicting itself
         raise RuntimeError("the planted length agent is no longer read above chance")
     assert s.loc["logit_pair_accuracy", "value"] <= s.loc["surface_length_pair_accuracy", "hi"]
+    assert not s.loc["logit_pair_accuracy_beyond_length", "lo"] > 0

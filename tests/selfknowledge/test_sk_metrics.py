@@ -506,3 +506,24 @@ def test_restriction_reads_both_letter_orders():
     # the always-"A" judge leaves no verdict at all: no judged figure, and the warning says so
     s = M.summarize_seb_restriction(_df("seb-restriction", [{**always_a, "qid": f"q{k}"} for k in range(6)]))
     assert _get(s, "warning_judged_truth_one_class").n == 0 and "logit_auroc" not in set(s.metric)
+
+
+def test_a_noisy_chance_level_agent_reads_half_on_the_headline_confidence():
+    """An agent at chance (random option probabilities, a random key; it answers its top option):
+    the entropy over the options, the headline confidence reading, does not see the key and reads
+    ≈ 0.5; the key's probability (``confidence_auroc``, off the headlines) reads high by
+    construction, since a right answer is the key being the top option."""
+    rng = np.random.default_rng(7)
+    n = 400
+    grades = []
+    for i in range(n):
+        p = rng.dirichlet(np.ones(4))
+        key = int(rng.integers(4))
+        correct = int(np.argmax(p)) == key
+        grades.append({"qid": f"q{i}", "baseline_correct": correct, "baseline_parse_ok": True,
+                       "baseline_p_correct": float(p[key]), "entropy": float(-(p * np.log(p)).sum()),
+                       "delegated": bool(rng.random() < 0.5), "game_parse_ok": True, "teammate_accuracy": 0.5})
+    s = M.summarize_delegate(_df("delegate", grades, "arith:teammate=0.5"))
+    ent = _get(s, "entropy_auroc[error]")
+    assert ent.lo < 0.5 < ent.hi and abs(ent.value - 0.5) < 0.08
+    assert _get(s, "confidence_auroc").value > 0.85

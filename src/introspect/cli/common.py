@@ -113,3 +113,27 @@ def load(name: str, *, remove_direction: str | None = None, refusal_requests: st
 
         model = apply(model, remove_direction, requests=refusal_requests)
     return model
+
+
+def save_weights(name: str | None, remove_direction: str, out_dir: str, *, refusal_requests: str | None = None,
+                 **kw: Any) -> str:
+    """``load_model(name, **kw)`` (default: the adapter's base model, else the default model), the
+    direction ``remove_direction`` names orthogonalized out of its weights, and the model saved as
+    a folder at ``out_dir`` (``engine.load.orthogonalize``, checked before the model loads); returns
+    the line to print."""
+    from introspect.engine.directions import resolve
+    from introspect.engine.load.models import DEFAULT_MODEL, load_model
+    from introspect.engine.load.orthogonalize import check_target, save_orthogonalized
+
+    out = check_target(out_dir)
+    if name is None and kw.get("adapter"):  # an adapter names the base model it was trained on
+        from introspect.train.lora import read_adapter
+
+        name = read_adapter(kw["adapter"])[0]["base_model"]
+    model = load_model(name or DEFAULT_MODEL, **kw)
+    save_orthogonalized(model, resolve(model, remove_direction, requests=refusal_requests), out)
+    done, check = model.introspect_orthogonalized, model.introspect_orthogonalized["check"]
+    return (f"wrote {out}: {done['base_model']} with direction {model.introspect_ablation['direction']} (sha256 "
+            f"{model.introspect_ablation['sha256'][:12]}) orthogonalized out of its weights, logits within "
+            f"{check['max_abs_logit_diff']:.2g} of the hooks' (scale {check['logit_scale']:.3g}); run on it with "
+            f"{command('run')} --model {out}")

@@ -27,6 +27,7 @@ from introspect.cli.common import (
     load,
     positive_int,
     quiet_hf,
+    save_weights,
 )
 from introspect.tasks.base import ConfigError, TaskConfig
 
@@ -139,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
       "file; results go to <model>+ablate-<name>-<sha8> (docs/howto-refusal.md)")
     a("--refusal-requests", metavar="FILE", help="harmful and harmless requests for the refusal direction: a YAML "
       "with harmful: and harmless: lists, or an XSTest CSV (default: the project's own set)")
+    a("--save-orthogonalized", metavar="DIR", help="with --remove-direction: write the model with the direction "
+      "orthogonalized out of its weights to the new folder DIR (no hooks needed; run on it with --model DIR) and stop, "
+      "running no task")
     a("--no-resume", action="store_true", help="rerun trials already in the results files")
     a("--no-progress", action="store_true")
     a("--debug", action="store_true", help="show tracebacks")
@@ -393,6 +397,22 @@ def report(out: Path, summaries: list) -> None:
             print(f"results {task}: {path}")
 
 
+def save_orthogonalized(args: argparse.Namespace) -> int:
+    """``--save-orthogonalized DIR``: the model with the direction orthogonalized out of its weights,
+    saved as a model folder (``common.save_weights``); no task runs."""
+    if not args.remove_direction:
+        raise ConfigError("--save-orthogonalized needs --remove-direction (refusal, refusal@L or a direction file)")
+    given = [f for f, v in (("--task", args.tasks), ("--sweep", args.sweep), ("--preset", args.preset),
+                            ("--shard", args.shard)) if v]
+    if given:
+        raise ConfigError(f"--save-orthogonalized writes a model and runs no task; drop {given[0]}, then run on the "
+                          f"saved folder with --model {args.save_orthogonalized}")
+    print(save_weights(args.model, args.remove_direction, args.save_orthogonalized, refusal_requests=args.refusal_requests,
+                       dtype=args.dtype, device=args.device, device_map=args.device_map, adapter=args.adapter,
+                       adapter_scale=args.adapter_scale, revision=args.revision))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse flags, merge settings, run them; bad input is one ``error:`` line and 2."""
     args = build_parser().parse_args(argv)
@@ -402,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         from introspect.tasks.runner import parse_shard
 
+        if args.save_orthogonalized:
+            return save_orthogonalized(args)
         shard = parse_shard(args.shard)
         settings = settings_from_args(args)
         return run_settings(settings, shard=shard, progress=not args.no_progress,

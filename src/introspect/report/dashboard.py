@@ -25,7 +25,7 @@ from introspect.report.figures import Panel, build_figures
 from introspect.report.load import load_headers, load_results
 from introspect.report.metrics import summarize
 from introspect.report.verdict_view import verdicts
-from introspect.tasks.injection.common import is_steer
+from introspect.tasks.injection.common import steer_mask
 from introspect.tasks.injection.metrics_steer import RULE
 
 _ERROR_HOOK = """
@@ -189,7 +189,7 @@ def detection_table(summary: pd.DataFrame) -> str:
     """Task A per (model, variant, layer, α): every detection number beside its steering check."""
     a = summary[(summary["task"] == "A") & summary["layer_idx"].notna()
                 & ~summary["variant"].isin(("bias", "all"))
-                & ~summary["variant"].astype(str).map(is_steer).astype(bool)] if not summary.empty else summary
+                & ~steer_mask(summary["variant"])] if not summary.empty else summary
     if a.empty:
         return ""
     keys = ["model_id", "variant", "layer_idx", "alpha", "alpha_units"]

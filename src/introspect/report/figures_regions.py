@@ -19,15 +19,11 @@ from introspect.report.panels import fmt_alpha as _fmt_alpha
 from introspect.report.panels import label as _label
 from introspect.report.panels import style as _style
 from introspect.tasks.injection.metrics_steer import RULE
-from introspect.tasks.injection.regions import REGIONS, split
+from introspect.tasks.injection.regions import order, split
 
 _COLS = (("net", "Net", "RdBu"), ("region_net_vs", "Net − reference region", "RdBu"),
          ("net_beyond_yes_bias", "Net beyond yes-bias", "RdBu"),
          ("steer_lp_rise_vs_random", "steering: lp rise vs random (nats)", "PuOr"))
-
-
-def _order(region: str) -> list[int]:
-    return [REGIONS.index(r) for r in region.split("+")]
 
 
 def _text(r) -> str:
@@ -46,7 +42,7 @@ def task_a_regions(summary: pd.DataFrame) -> list[Panel]:
     panels = []
     for (model, framing, units), sub in a[a["framing"] != "steer"].groupby(["model_id", "framing", "alpha_units"]):
         steer = a[(a["model_id"] == model) & (a["framing"] == "steer") & (a["alpha_units"] == units)]
-        rows = sorted({(r.region, r.layer_idx, r.alpha) for r in sub.itertuples()}, key=lambda k: (_order(k[0]), k[1:]))
+        rows = sorted({(r.region, r.layer_idx, r.alpha) for r in sub.itertuples()}, key=lambda k: (order(k[0]), k[1:]))
         many = len({k[1:] for k in rows}) > 1
         names = [f"{reg} · L{int(layer)} α{_fmt_alpha(alpha)}" if many else reg for reg, layer, alpha in rows]
         ref = next((m.split(":", 1)[1] for m in sub["metric"] if str(m).startswith("region_net_vs:")), None)
@@ -57,12 +53,9 @@ def task_a_regions(summary: pd.DataFrame) -> list[Panel]:
             text = np.full((len(rows), 1), "", dtype=object)
             for i, (reg, layer, alpha) in enumerate(rows):
                 src = steer if metric.startswith("steer") else sub
-                var = f"steer@{reg}" if metric.startswith("steer") else None
                 hit = src[(src["region"] == reg) & (src["layer_idx"] == layer) & (src["alpha"] == alpha)
                           & (src["metric"].astype(str).str.startswith(metric) if metric == "region_net_vs"
                              else src["metric"] == metric)]
-                if var is not None:
-                    hit = hit[hit["variant"] == var]
                 if not hit.empty:
                     r = next(hit.itertuples())
                     z[i, 0], text[i, 0] = r.value, _text(r)

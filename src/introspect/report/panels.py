@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from introspect.tasks.injection.common import is_steer
+from introspect.tasks.injection.common import steer_mask
 
 PALETTE = qualitative.Plotly
 GREY_BAND = "rgba(120,120,120,0.22)"
@@ -78,5 +78,5 @@ NOT_DETECTION = ("bias", "steer", "all")  # task A variants that are not a detec
 def detection(summary: pd.DataFrame) -> pd.DataFrame:
     """Task A's detection rows that belong to a (layer, α) cell."""
     a = task(summary, "A")
-    steer = a["variant"].astype(str).map(is_steer).astype(bool)  # steer_two_turn, steer@<region> too
+    steer = steer_mask(a["variant"])  # steer_two_turn, steer@<region> too
     return a[~a["variant"].isin(NOT_DETECTION) & ~steer & a["layer_idx"].notna()]

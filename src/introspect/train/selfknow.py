@@ -11,6 +11,12 @@ adapted model itself; replay rows (the base model's own answers to the baseline 
 training items and to neutral questions, learned as its distributions by KL) keep that truth
 close to the base model's.
 
+With ``truth_from`` (another model X's own training directory, ``selfknow_data.read_truth``) the
+rows are built the same way on X's items, split and truth: T on the training items *X* gets
+wrong, this model's own answer on the others, replay of this model's own answers; the adapter
+then predicts X's behaviour from the outside, Binder et al.'s cross-trained predictor, held out
+on exactly the items X's own adapter holds out.
+
 Why the loop of ``train.loop``: its loss (``group_loss``: a step's game rows share their phase 1,
 run once without gradient) and its steps (``run_steps``: schedule, atomic checkpoints). A run is
 resumable (rerun the same call) and refuses a checkpoint made with another config or weights.
@@ -42,9 +48,8 @@ from introspect.train.loop import (
     run_steps,
 )
 
-TRUTH = "truth.json"  # every item: split, the base model's answer and grade, what it was trained to do
-ITEMS_TRAIN = "items_train.csv"
-ITEMS_HELDOUT = "items_heldout.csv"  # the Delegate Game's question file for the evaluation
+TRUTH, ITEMS_TRAIN, ITEMS_HELDOUT = K.TRUTH, K.ITEMS_TRAIN, K.ITEMS_HELDOUT  # the files the run writes first
+RESULTS = "results/selfknow"  # where the printed evaluation commands write
 Replay = tuple[tuple[int, ...], tuple[int, ...]]  # (prompt ids, the base model's answer ids)
 
 
@@ -147,17 +152,34 @@ def check(ctx: Any, cfg: K.SelfKnowConfig, pool: K.Pool, labels: list[bool]) -> 
 
 
 # ---------------------------------------------------------------- training
-def _truth_json(pool: K.Pool, labels: list[bool], cfg: K.SelfKnowConfig) -> str:
+def _truth_json(pool: K.Pool, labels: list[bool], cfg: K.SelfKnowConfig, truth: K.Truth | None = None,
+                own: dict[str, bool | None] | None = None) -> str:
+    """Every item's split, the truth's grade and reply (``base_*``: the base model's, or with
+    ``truth`` the other model's) and, with ``truth``, this model's own (``own_*``)."""
+    theirs = {i.id: i.response for i in (*truth.pool.train, *truth.pool.heldout)} if truth else {}
     rows = [{"id": i.id, "question": i.question, "answer": i.answer, "split": split, "base_correct": i.correct,
-             "base_response": i.response, **({"trained_delegate": labels[k]} if split == "train" else {})}
+             "base_response": theirs.get(i.id, i.response),
+             **({"own_correct": (own or {}).get(i.id), "own_response": i.response} if truth else {}),
+             **({"trained_delegate": labels[k]} if split == "train" else {})}
             for split, items in (("train", pool.train), ("heldout", pool.heldout)) for k, i in enumerate(items)]
     return json.dumps({"knobs": pool.knobs, "calibration": pool.calibration, "seed": cfg.seed,
                        "shuffle": cfg.shuffle, "shuffle_seed": cfg.seed if cfg.shuffle else None,
+                       "truth_from": truth.source if truth else None,
                        "n_drawn": pool.n_drawn, "n_duplicates": pool.n_duplicates, "n_ungraded": pool.n_ungraded,
                        "items": rows}, indent=1) + "\n"
 
 
-def evaluate_command(out: Path | str, cfg: K.SelfKnowConfig, n_heldout: int, results: str = "results/selfknow") -> str:
+def _own_figures(pool: K.Pool, own: dict[str, bool | None]) -> dict[str, Any]:
+    """This model's own accuracy on the other model's training items, and how often its own
+    grade equals the truth trained on (graded items only)."""
+    both = [(own[i.id], i.correct) for i in (*pool.train, *pool.heldout) if own.get(i.id) is not None]
+    mine = [own[i.id] for i in pool.train if own.get(i.id) is not None]
+    return {"own_graded": len(both),
+            "own_accuracy_train": round(sum(mine) / len(mine), 4) if mine else None,
+            "own_equals_truth": round(sum(a == b for a, b in both) / len(both), 4) if both else None}
+
+
+def evaluate_command(out: Path | str, cfg: K.SelfKnowConfig, n_heldout: int, results: str = RESULTS) -> str:
     """The unchanged Delegate Game on the held-out items with this adapter (greedy, as the truth was read)."""
     return (f"python -m experiments.run --task delegate --adapter {out} --greedy --option short_answer=true "
             f"--option questions={Path(out) / ITEMS_HELDOUT} --option history_len={cfg.history_len} "
@@ -165,8 +187,12 @@ def evaluate_command(out: Path | str, cfg: K.SelfKnowConfig, n_heldout: int, res
 
 
 def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool = True,
-          stats: StepStats | None = None, model_name: str | None = None) -> dict[str, Any]:
+          stats: StepStats | None = None, model_name: str | None = None,
+          truth: K.Truth | None = None) -> dict[str, Any]:
     """Build the pool and its truth, train (or resume) the adapter into ``out``; returns a summary.
+
+    ``truth`` (``K.read_truth`` of another model's directory, its digest ``cfg.truth_from``):
+    the pool is that model's items, split and grades with this model's replies (``cross_pool``).
 
     Written before the first step: ``items_train.csv``, ``items_heldout.csv`` (the task's
     question file for the evaluation) and ``truth.json``. A checkpoint (adapter, optimiser, log,
@@ -176,6 +202,9 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
     truth's ids, the shuffle seed and the check (``introspect_adapter.json`` written last).
     """
     out = Path(out)
+    if cfg.truth_from != (truth.digest if truth else None):
+        raise D.TrainDataError(f"config truth_from={cfg.truth_from!r} but the truth given is "
+                               f"{truth.digest if truth else None!r}")
     info = model_info(model)
     ckpt_path = out / CHECKPOINT
     ckpt = None
@@ -187,7 +216,10 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
     stats = stats if stats is not None else StepStats()
     t0 = time.perf_counter()
     ctx = K.task_context(model, cfg)
-    pool = K.Pool.from_json(ckpt["pool"]) if ckpt else K.build_pool(ctx, cfg)
+    if ckpt:
+        pool, own = K.Pool.from_json(ckpt["pool"]), ckpt.get("own")
+    else:
+        pool, own = K.cross_pool(ctx, truth) if truth else (K.build_pool(ctx, cfg), None)
     neutral = [R.ReplayItem.from_json(r) for r in ckpt["replay"]] if ckpt else neutral_replay(ctx, cfg, pool)
     labels = K.labels(pool.train, cfg.shuffle, cfg.seed)
     replay = replay_rows(pool, neutral, model.tokenizer) if cfg.replay_frac else []
@@ -195,7 +227,7 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / ITEMS_TRAIN, K.items_csv(pool.train))
     atomic_write_text(out / ITEMS_HELDOUT, K.items_csv(pool.heldout))
-    atomic_write_text(out / TRUTH, _truth_json(pool, labels, cfg))
+    atomic_write_text(out / TRUTH, _truth_json(pool, labels, cfg, truth, own))
     prep_s = time.perf_counter() - t0
 
     def loss_at(step: int) -> tuple[torch.Tensor, dict[str, float]]:
@@ -204,7 +236,7 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
 
     steps = run_steps(model, cfg, stats, ckpt, ckpt_path, loss_at=loss_at, progress=progress,
                       saved={"kind": "selfknow", "base_fingerprint": info.fingerprint, "pool": pool.to_json(),
-                             "replay": [r.to_json() for r in neutral]})
+                             "replay": [r.to_json() for r in neutral], "own": own})
     t_check = time.perf_counter()
     checked = check(ctx, cfg, pool, labels) if cfg.check else None
     truth_agrees = sum(lab == (not i.correct) for lab, i in zip(labels, pool.train)) / len(labels)
@@ -216,6 +248,9 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
                "labels_equal_truth": round(truth_agrees, 4), "n_replay": len(replay),
                "seconds_check": round(time.perf_counter() - t_check, 1), "check": checked,
                "evaluate": evaluate_command(out, cfg, len(pool.heldout))}
+    if truth:  # whose truth, this model's own figures, and the truth model's adapter played the same way
+        summary.update(truth_from=truth.source, **_own_figures(pool, own or {}),
+                       evaluate_truth_model=evaluate_command(truth.source["dir"], cfg, len(pool.heldout)))
     meta = {"base_model": model_name or loadable_name(model), "base_name": info.name,
             "base_fingerprint": info.fingerprint, "training": cfg.to_dict(),
             "selfknow": {"control": cfg.shuffle, "shuffle_seed": cfg.seed if cfg.shuffle else None,
@@ -223,6 +258,8 @@ def train(model: Any, cfg: K.SelfKnowConfig, out: Path | str, *, progress: bool 
                          "train_ids": [i.id for i in pool.train], "heldout_ids": [i.id for i in pool.heldout],
                          "base_wrong_ids": [i.id for i in (*pool.train, *pool.heldout) if not i.correct],
                          "trained_delegate_ids": [i.id for i, lab in zip(pool.train, labels) if lab],
+                         "truth_from": truth.source if truth else None,
+                         **({"own_wrong_ids": [k for k, v in (own or {}).items() if v is False]} if truth else {}),
                          "files": {"truth": TRUTH, "items_train": ITEMS_TRAIN, "items_heldout": ITEMS_HELDOUT}},
             "summary": summary,
             "provenance": P.record({"pool": P.digest_json(pool.to_json()), "labels": P.digest_json(labels),

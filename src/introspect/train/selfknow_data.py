@@ -8,16 +8,27 @@ and number grading). Why free-text arithmetic: no answer letter exists, so "dele
 wrong" cannot be learned as a letter prior. Why a step's rows are a function of (seed, step)
 alone: a resumed run sees the batches it would have seen, and the shuffled control (the same
 seed) sees exactly the same rows, only with its labels permuted across the training items.
+
+Another model's truth (``truth_from``, Binder et al. 2024's cross-prediction with the behaviour
+fixed): the items, split and grades are read back from that model's own training directory
+(``read_truth``) and only the replies are this model's (``cross_pool``), so the two adapters
+hold out the very same items and are trained on the very same labels. Why a directory and not a
+model name: the comparison needs that model's own adapter on the same held-out items, and only
+its directory guarantees them (a rebuilt pool is the same only if every greedy reply is).
 """
 
 from __future__ import annotations
 
+import ast
 import csv
+import hashlib
 import io
+import json
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 from introspect.data import ShortQuestion
@@ -30,6 +41,14 @@ from introspect.train.config import as_record, from_record
 from introspect.train.data import TrainDataError
 
 NAMESPACE = "selfknow"  # the pool's item ids and draw: never the task's own "delegate" items
+TRUTH = "truth.json"  # every item: split, the base model's answer and grade, what it was trained to do
+ITEMS_TRAIN = "items_train.csv"
+ITEMS_HELDOUT = "items_heldout.csv"  # the Delegate Game's question file for the evaluation
+# The settings that decide the items, their split and the evaluation's phase 1: with truth_from
+# they must be the truth's own run's (its flag for the message).
+ITEM_SETTINGS = {"seed": "--seed", "n_items": "--items", "heldout_frac": "--heldout-frac",
+                 "history_len": "--history-len", "calibrate": "--no-calibrate", "digits": "--digits",
+                 "terms": "--terms", "ops": "--ops", "calibration_n": "calibration_n"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,7 @@ class SelfKnowConfig:
     checkpoint_every: int = 20
     check: int = 60  # after training: items per split whose P(T) is read with and without the adapter (0: skip)
     train_words_file: str | None = None  # where the neutral replay questions come from
+    truth_from: str | None = None  # "sha256:<hex>" of another model's truth.json trained on (read_truth); None: its own
 
     def __post_init__(self) -> None:
         bad = []
@@ -85,6 +105,8 @@ class SelfKnowConfig:
             bad.append(f"teammate_accuracy must be values in [0, 1], got {self.teammate_accuracy}")
         if not self.ops or set(self.ops) - set("+-*"):
             bad.append(f"ops must be a non-empty subset of '+-*', got {self.ops!r}")
+        if self.truth_from is not None and not str(self.truth_from).startswith("sha256:"):
+            bad.append(f"truth_from must be None or 'sha256:<hex of truth.json>', got {self.truth_from!r}")
         if bad:
             raise TrainDataError(bad[0])
 
@@ -139,19 +161,23 @@ def grade_items(qs: Sequence[ShortQuestion], texts: Sequence[str]) -> list[bool 
     return [g.correct for g in grade_replies(list(zip(qs, texts)))]
 
 
-def answer_items(ctx: Any, qs: Sequence[ShortQuestion]) -> list[Item | None]:
+def replies(ctx: Any, qs: Sequence[ShortQuestion]) -> list[tuple[bool | None, str, tuple[int, ...], tuple[int, ...]]]:
     """The model's greedy answers to the task's baseline prompts (``delegate.baseline`` without
-    draws: the same prompts, budget and grading), as Items; None where the reply is ungraded."""
+    draws: the same prompts, budget and grading): (grade, None where ungraded; reply; prompt
+    ids; answer ids, end of turn kept)."""
     from introspect.train.replay import answer_ids
 
     prompts = G._short_prompts(ctx, qs)
     gens = greedy(ctx, prompts, G._short_budget(ctx))
     eos = ctx.model.tokenizer.eos_token_id
-    out: list[Item | None] = []
-    for q, p, g, ok in zip(qs, prompts, gens, grade_items(qs, [g.text for g in gens])):
-        out.append(None if ok is None else Item(q.id, q.question, q.answer, q.topic, bool(ok), g.text, tuple(p.ids),
-                                                answer_ids(g, eos)))
-    return out
+    return [(ok, g.text, tuple(p.ids), answer_ids(g, eos))
+            for p, g, ok in zip(prompts, gens, grade_items(qs, [g.text for g in gens]))]
+
+
+def answer_items(ctx: Any, qs: Sequence[ShortQuestion]) -> list[Item | None]:
+    """``replies`` as Items; None where the reply is ungraded."""
+    return [None if ok is None else Item(q.id, q.question, q.answer, q.topic, bool(ok), text, p, a)
+            for q, (ok, text, p, a) in zip(qs, replies(ctx, qs))]
 
 
 @dataclass(frozen=True)
@@ -220,6 +246,96 @@ def check_pool(pool: Pool, cfg: SelfKnowConfig) -> None:
         what = "right" if n_right else "wrong"
         raise TrainDataError(f"the base model got every training item {what} at {pool.knobs}; nothing to tell "
                              "apart (use calibrate, or other digits/terms/ops)")
+
+
+# ---------------------------------------------------------------- another model's truth
+@dataclass(frozen=True)
+class Truth:
+    """Another model's truth (``truth_from``): its pool as its own run wrote it (its items in its
+    split and order, its grades and replies; no token ids, the items are text) and whose it is
+    (``source``: the directory, the sha256 of its truth.json, its base model and fingerprint)."""
+
+    pool: Pool
+    source: dict[str, Any]
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + str(self.source["truth_sha256"])
+
+
+def _csv_items(path: Path) -> list[tuple[str, str, str, str]]:
+    """(id, question, answer, topic) of an ``items_csv`` file."""
+    return [(r["id"], r["problem"], r["answer"], str(ast.literal_eval(r["metadata"])["topic"]))
+            for r in csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))]
+
+
+def read_truth(d: Path | str, cfg: SelfKnowConfig) -> Truth:
+    """The truth of a finished self-knowledge training directory ``d`` (its own model's, not a
+    shuffled control's, not itself trained on another's): truth.json, checked against the
+    adapter's metadata (ids, split, errors) and against the question files (ids, questions,
+    answers), and its item settings against ``cfg``'s. Anything else is a ``TrainDataError``."""
+    from introspect.train.lora import META_FILE
+
+    d = Path(d)
+    where = f"--truth-from {d}"
+    if not d.is_dir():
+        raise TrainDataError(f"{where}: no such directory; give the --out directory of that model's own "
+                             "train-selfknow run (train it first: the comparison needs its adapter)")
+    if not (d / TRUTH).is_file():
+        raise TrainDataError(f"{where} has no {TRUTH}: not the --out directory of a train-selfknow run")
+    if not (d / META_FILE).is_file():
+        raise TrainDataError(f"{where} holds no finished adapter ({META_FILE}); finish its training first")
+    try:
+        raw = (d / TRUTH).read_bytes()
+        truth, meta = json.loads(raw), json.loads((d / META_FILE).read_text(encoding="utf-8"))
+        sk, theirs = meta["selfknow"], SelfKnowConfig.from_dict(meta["training"])
+        rows = {s: [r for r in truth["items"] if r["split"] == s] for s in ("train", "heldout")}
+        if len(rows["train"]) + len(rows["heldout"]) != len(truth["items"]):
+            raise ValueError("an item of another split")
+        files = {s: _csv_items(d / f) for s, f in (("train", ITEMS_TRAIN), ("heldout", ITEMS_HELDOUT))}
+        topic = {t[0]: t[3] for s in files for t in files[s]}
+        pool = Pool(*(tuple(Item(str(r["id"]), str(r["question"]), str(r["answer"]), topic.get(str(r["id"]), ""),
+                                 bool(r["base_correct"]), str(r["base_response"]), (), ()) for r in rows[s])
+                      for s in ("train", "heldout")),
+                    str(truth["knobs"]), truth.get("calibration"), int(truth["n_drawn"]), int(truth["n_duplicates"]),
+                    int(truth["n_ungraded"]))
+    except (OSError, ValueError, KeyError, TypeError, SyntaxError) as e:
+        raise TrainDataError(f"{where}: not a readable train-selfknow directory ({type(e).__name__}: {e})") from e
+    if theirs.shuffle or truth.get("shuffle"):
+        raise TrainDataError(f"{where} is a shuffled control; give the adapter trained on its model's own truth "
+                             "(same seed: the same items, split and truth)")
+    if theirs.truth_from is not None or truth.get("truth_from"):
+        raise TrainDataError(f"{where} was itself trained on another model's truth; give that model's own directory")
+    for name, flag in ITEM_SETTINGS.items():
+        mine, x = getattr(cfg, name), getattr(theirs, name)
+        if mine != x:
+            raise TrainDataError(f"{where} was trained with {name}={x!r} ({flag}), this run asks {mine!r}: its items, "
+                                 "split and phase 1 would not be this run's; give the same settings")
+    for s, items in (("train", pool.train), ("heldout", pool.heldout)):
+        if [(i.id, i.question, i.answer) for i in items] != [t[:3] for t in files[s]]:
+            raise TrainDataError(f"{where}: {TRUTH} and its {s} question file list other items")
+    if (sk.get("train_ids") != [i.id for i in pool.train] or sk.get("heldout_ids") != [i.id for i in pool.heldout]
+            or set(sk.get("base_wrong_ids", ())) != {i.id for i in (*pool.train, *pool.heldout) if not i.correct}):
+        raise TrainDataError(f"{where}: {TRUTH} does not match its adapter's metadata (split or errors differ)")
+    check_pool(pool, cfg)
+    return Truth(pool, {"dir": str(d.resolve()), "truth_sha256": hashlib.sha256(raw).hexdigest(),
+                        "base_model": meta.get("base_model"), "base_name": meta.get("base_name"),
+                        "base_fingerprint": meta.get("base_fingerprint"), "adapter_hash": meta.get("adapter_hash"),
+                        "training": {f.name: getattr(theirs, f.name) for f in fields(theirs)
+                                     if f.name in ITEM_SETTINGS}})
+
+
+def cross_pool(ctx: Any, truth: Truth) -> tuple[Pool, dict[str, bool | None]]:
+    """This model's pool on another's truth: the truth's items in its split and order, each
+    keeping that truth's grade, with this model's own baseline prompt and greedy reply (its
+    tokenizer, its budget: the game's "own answer" targets and the replay rows stay its own);
+    and this model's own grade of each (None: ungraded; recorded, never trained on)."""
+    items = (*truth.pool.train, *truth.pool.heldout)
+    got = replies(ctx, [i.short() for i in items])
+    mine = [replace(i, response=text, prompt_ids=p, answer_ids=a) for i, (_, text, p, a) in zip(items, got)]
+    n = len(truth.pool.train)
+    return (replace(truth.pool, train=tuple(mine[:n]), heldout=tuple(mine[n:])),
+            {i.id: (None if ok is None else bool(ok)) for i, (ok, *_) in zip(items, got)})
 
 
 def labels(train: Sequence[Item], shuffle: bool, seed: int) -> list[bool]:

@@ -17,17 +17,18 @@ Inspect provider run on the ablated model. The model gets a name and fingerprint
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from introspect.engine.load.models import ABLATION_NOTE, ablated_info, model_info
 from introspect.engine.tensor_hash import tensor_sha256
 
-ABLATION_NOTE = "ablation: "  # prefix of the JSON note carrying Direction.record() into run headers
+__all__ = ["ABLATION_NOTE", "AblationError", "Direction", "ablation_hook", "project_out", "remove_direction",
+           "unit_vector", "write_hooks"]
 
 
 class AblationError(ValueError):
@@ -80,10 +81,9 @@ def ablation_hook(r: Float[Tensor, " d_model"]):
     return hook
 
 
-def remove_direction(model: Any, direction: Direction) -> Any:
-    """Attach the ablation to ``model`` in place and give it its own identity; returns the model."""
-    from introspect.engine.load.models import model_info
-
+def unit_vector(model: Any, direction: Direction) -> Float[Tensor, " d_model"]:
+    """The direction as a float32 CPU unit vector, checked against ``model`` (its width, its norm,
+    and no direction removed before)."""
     d = int(model.cfg.d_model)
     v = direction.vector.detach().to("cpu", torch.float32)
     if tuple(v.shape) != (d,):
@@ -94,17 +94,15 @@ def remove_direction(model: Any, direction: Direction) -> Any:
         raise AblationError(f"direction {direction.name!r} has norm {norm:.4g}; pass a unit vector")
     if getattr(model, "introspect_ablation", None):
         raise AblationError("this model already has a direction removed; load it again to remove another")
-    v = v / norm
+    return v / norm
+
+
+def remove_direction(model: Any, direction: Direction) -> Any:
+    """Attach the ablation to ``model`` in place and give it its own identity; returns the model."""
+    v = unit_vector(model, direction)
     for name in write_hooks(model):
         model.add_hook(name, ablation_hook(v), is_permanent=True)
     direction = replace(direction, vector=v)
-    info = model_info(model)
-    tag = direction.sha256[:8]
-    note = (f"direction removed: {direction.name} (sha256 {direction.sha256[:12]}, read at layer "
-            f"{direction.layer}) projected out of the embedding and every attention and MLP output")
-    record = direction.record()
-    model.introspect_info = type(info)(**{**asdict(info), "name": f"{info.name}+ablate-{direction.name}-{tag}",
-                                          "fingerprint": f"{info.fingerprint}+ablate:{direction.sha256[:16]}",
-                                          "notes": (*info.notes, note, ABLATION_NOTE + json.dumps(record, sort_keys=True))})
-    model.introspect_ablation = record
+    model.introspect_info = ablated_info(model_info(model), direction.record())
+    model.introspect_ablation = direction.record()
     return model

@@ -32,6 +32,9 @@ INSTALL_CMD = "introspect models install {name}"  # from a clone also: python -m
 __all__ = ["DEFAULT_MODEL", "ModelEntry", "ModelError", "ModelInfo", "load_model", "model_info",
            "registry", "resolve"]
 
+ABLATION_NOTE = "ablation: "  # prefix of the JSON note carrying Direction.record() into run headers
+ABLATION_SIDECAR = "introspect_ablation.json"  # in a folder saved with a direction orthogonalized out
+
 
 @dataclass(frozen=True)
 class ModelEntry:
@@ -363,6 +366,18 @@ def load_model(
         notes.append(head.note(head_extra))
     notes.append(CARD_NOTE + json.dumps(info.card(), sort_keys=True))
     bridge.introspect_info = ModelInfo(**{**asdict(info), "notes": tuple(notes)})
+    saved = Path(path) / ABLATION_SIDECAR  # weights with a direction orthogonalized out (orthogonalize.py)
+    if saved.is_file():
+        try:
+            side = json.loads(saved.read_text())
+            side["ablation"]["sha256"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise ModelError(f"{saved} is not a saved ablation ({type(e).__name__}: {e}); write the folder again "
+                             f"with --remove-direction ... --save-orthogonalized DIR") from None
+        bridge.introspect_info = ablated_info(bridge.introspect_info, side["ablation"], (
+            f"orthogonalized out of the weights writing the embedding and every attention and MLP output "
+            f"(from {side.get('base_model')}, {side.get('base_fingerprint')})"))
+        bridge.introspect_ablation = side["ablation"]
     if adapter_meta is not None:
         bridge.introspect_info = adapted_info(bridge.introspect_info, adapter_meta)
         bridge.introspect_adapter = adapter_meta
@@ -385,6 +400,19 @@ def model_info(model: Any) -> ModelInfo:
                          attention=attention.implementation(model))
         model.introspect_info = info
     return info
+
+
+def ablated_info(info: ModelInfo, record: dict[str, Any],
+                 how: str = "projected out of the embedding and every attention and MLP output") -> ModelInfo:
+    """The ModelInfo of a model with a direction removed (``record``: ``Direction.record()``): a
+    name and fingerprint of its own (``+ablate-<name>-<sha8>``) and notes saying what was removed
+    and ``how``, one of them the record as JSON."""
+    sha = str(record["sha256"])
+    note = (f"direction removed: {record['direction']} (sha256 {sha[:12]}, read at layer "
+            f"{record['layer']}) {how}")
+    return replace(info, name=f"{info.name}+ablate-{record['direction']}-{sha[:8]}",
+                   fingerprint=f"{info.fingerprint}+ablate:{sha[:16]}",
+                   notes=(*info.notes, note, ABLATION_NOTE + json.dumps(record, sort_keys=True)))
 
 
 def adapted_info(info: Any, meta: dict[str, Any]) -> Any:

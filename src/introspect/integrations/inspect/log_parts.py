@@ -75,8 +75,12 @@ def _toolkit_id(meta: dict[str, Any], coords: dict[str, Any], condition: str, sa
 
 def provider_header(log: EvalLog, first: dict[str, Any], task: str, seed: Any) -> dict[str, Any]:
     """The run header of records from an ``introspect`` provider log: the model, fingerprint and
-    versions its first output's metadata (``first``) recorded, and the eval that made it."""
+    versions its first output's metadata (``first``) recorded, and the eval that made it; where
+    the concept vectors came from (``vectors``, and for a vectors file ``config.vectors_file`` and
+    the note) as a toolkit run's header says it."""
     rev = log.eval.revision
+    vectors = first.get("vectors")
+    from_file = {"vectors_file": vectors["path"]} if vectors and vectors.get("source") == "file" else {}
     return validate({
         "type": "header", "schema": SCHEMA_VERSION, "run_id": log.eval.run_id, "ts": str(log.eval.created),
         "model_id": first["model_id"], "fingerprint": first["fingerprint"], "seed": int(seed or 0),
@@ -84,6 +88,7 @@ def provider_header(log: EvalLog, first: dict[str, Any], task: str, seed: Any) -
         "git_commit": (rev.commit + ("+dirty" if rev.dirty else "")) if rev is not None else "unknown",
         "config": {"inspect": {"task": log.eval.task, "task_id": log.eval.task_id, "eval_id": log.eval.eval_id,
                                "model": log.eval.model, "model_args": log.eval.model_args,
-                               "status": log.status, "log": log.location}},
-        "runtime": {}, "notes": [f"from the Inspect log {log.location or log.eval.eval_id}"], "task": task,
+                               "status": log.status, "log": log.location}, **from_file},
+        "runtime": {}, "notes": [f"from the Inspect log {log.location or log.eval.eval_id}", *first.get("notes", [])],
+        "task": task, **({"vectors": vectors} if vectors else {}),
     })

@@ -2,8 +2,11 @@
 
 ``inspect eval task.py --model introspect/<registry-name-or-path>`` (an absolute path keeps its
 slash: ``introspect//data/models/x``). Model args (``-M``): ``adapter`` (a LoRA directory,
-merged at load), ``adapter_scale`` (its weight change times this, default 1), ``device``, ``dtype``, ``batch_size`` (rows per decoding batch) and ``path``
-(overrides the name; a ``model`` arg cannot exist, ``get_model`` takes that name itself).
+merged at load), ``adapter_scale`` (its weight change times this, default 1), ``device``,
+``dtype``, ``batch_size`` (rows per decoding batch), ``remove_direction`` (``refusal``,
+``refusal@L`` or a direction file, as ``--remove-direction``), ``vectors`` (a vectors file read
+in place of building concept vectors, as ``--vectors FILE``) and ``path`` (overrides the name;
+a ``model`` arg cannot exist, ``get_model`` takes that name itself).
 
 Every request is decoded by the toolkit's one generation loop (``introspect.engine.run.decode``):
 its conditions (``request.py``) share one prompt, one RNG stream and one ``generate`` call, so a
@@ -13,13 +16,24 @@ Injection specs come from the toolkit's own builder (``tasks.injection.common.sp
 task A uses) over the concept-vector cache (``engine.vectors.VectorBank``), so an α here means
 what it means in a toolkit run.
 
+``-M vectors=FILE`` (``engine.vector_files``) does here what ``--vectors FILE`` does in a toolkit
+run: every injected condition adds the file's vector (``random``: a Gaussian at its norm), none
+is built. The file is read and its hashes checked when the provider is made; a file for another
+model, width or layer range is refused in one line when the model loads (before any generation,
+``make_context``'s check), and a request for a (concept, layer) the file lacks before that
+request decodes. Outputs then say what a toolkit run on the file says: the model id
+``<model>+vectors-<sha8>`` (same fingerprint, so the same streams and trial ids), the header's
+``vectors`` provenance and its note (``identity``); ``log_parts.provider_header`` writes them.
+
 With ``GenerateConfig.logprobs`` an output choice carries Inspect ``Logprobs`` from that same
 decoding: per generated token its log-probability and, with ``top_logprobs=k``, the step's k most
 likely tokens (``logprobs_of``), so the self-knowledge tasks read our models' decisions from
 log-probs as they do an API model's.
 
-Loading is lazy and cached per process (``__init__`` only records the arguments): the first
-request loads the model; every provider instance with the same arguments shares it.
+Loading is lazy and cached per process (``__init__`` only records the arguments and reads a
+vectors file): the first request loads the model; every provider instance with the same
+arguments shares it. Run contexts (the vector bank) are cached per (model, vectors file and its
+sha256), ``context_key``: a run with ``-M vectors`` and one without never share a bank.
 """
 
 from __future__ import annotations
@@ -43,14 +57,15 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
+from introspect.engine import vector_files
 from introspect.engine.load.adapters import check_scale
-from introspect.engine.load.models import load_model, model_info
+from introspect.engine.load.models import load_model
 from introspect.engine.run.chat import Prompt
 from introspect.engine.run.decode import DecodeStats, Sampling, generate
 from introspect.engine.run.inject import From, InjectionSpec
 from introspect.integrations.inspect.messages import METADATA_KEY, rendered
 from introspect.integrations.inspect.messages import versions as _versions
-from introspect.integrations.inspect.readout import run_readout
+from introspect.integrations.inspect.readout import require_vectors, run_readout
 from introspect.integrations.inspect.request import (
     Condition,
     Request,
@@ -68,7 +83,7 @@ STOP_REASON = {"eos": "stop", "stop": "stop", "length": "max_tokens"}
 
 _LOCK = threading.Lock()  # one request at a time per process: hooks live on the shared model
 _MODELS: dict[tuple, Any] = {}  # (name, adapter, adapter scale, device, dtype) -> loaded bridge
-_CONTEXTS: dict[int, RunContext] = {}  # id(model) -> a RunContext holding its vector bank
+_CONTEXTS: dict[Any, RunContext] = {}  # context_key(model, vectors) -> a RunContext holding its vector bank
 
 
 def model_key(name: str, *, adapter: str | None = None, device: str | None = None,
@@ -93,12 +108,37 @@ def loaded_model(name: str, *, adapter: str | None = None, device: str | None = 
     return _MODELS[key]
 
 
-def _context(model: Any) -> RunContext:
+def read_vectors(path: Any) -> vector_files.VectorSet | None:
+    """``-M vectors=FILE`` read, its format and every hash checked (``vector_files.read``: a
+    one-line ``VectorFileError``); None when not given."""
+    return vector_files.read(str(path)) if path not in (None, "") else None
+
+
+def context_key(model: Any, vectors: vector_files.VectorSet | None = None) -> Any:
+    """The per-process cache key of a model's run context: the model alone for built vectors,
+    else also the vectors file's path and sha256, so runs with and without ``-M vectors`` (or
+    with two files, or a file rewritten) in one process never share a vector bank."""
+    return id(model) if vectors is None else (id(model), vectors.path, vectors.sha256)
+
+
+def _context(model: Any, vectors: vector_files.VectorSet | None = None) -> RunContext:
     """The model's run context: identity and a vector bank built on the words file's baseline
-    (the toolkit's chat-template vectors), kept for the process so vectors are built once."""
-    if id(model) not in _CONTEXTS:
-        _CONTEXTS[id(model)] = make_context(model, TaskConfig(), run_id="inspect")
-    return _CONTEXTS[id(model)]
+    (the toolkit's chat-template vectors), or serving only ``vectors`` (checked against the
+    model by ``make_context``: width, fingerprint, layers), kept for the process so vectors are
+    built once."""
+    key = context_key(model, vectors)
+    if key not in _CONTEXTS:
+        _CONTEXTS[key] = make_context(model, TaskConfig(), run_id="inspect", vectors=vectors)
+    return _CONTEXTS[key]
+
+
+def identity(ctx: RunContext) -> dict[str, Any]:
+    """Who answered, as every output's metadata says it: the run's model id (``<model>+vectors-<sha8>``
+    on a vectors file, as a toolkit run on it), fingerprint, where the vectors came from (a toolkit
+    header's ``vectors``) and, for supplied vectors, the note a toolkit run's header carries."""
+    notes = [n for n in ctx.notes if n.startswith("vectors: ")] if ctx.vectors.supplied is not None else []
+    return {"model_id": ctx.model_id, "fingerprint": ctx.fingerprint, "vectors": ctx.vectors.record(),
+            **({"notes": notes} if notes else {})}
 
 
 def _positions(cond: Condition, prompt: Prompt) -> Any:
@@ -148,11 +188,13 @@ def trial_stream_key(fingerprint: str, coords: dict[str, Any], sample: int) -> s
 
 
 def build_specs(model: Any, request: Request, prompt: Prompt, *, sample: int = 0,
-                memos: dict[int, dict[str, Any]] | None = None) -> list[tuple[InjectionSpec | None, dict[str, Any]]]:
+                memos: dict[int, dict[str, Any]] | None = None,
+                vectors: vector_files.VectorSet | None = None) -> list[tuple[InjectionSpec | None, dict[str, Any]]]:
     """One (spec or None, JSON description) per condition, built with task A's spec builder.
     ``sample``: which sample's specs (a ``random`` direction of a request with ``trial``
-    coordinates is drawn per sample, as a toolkit run draws it per trial)."""
-    base = _context(model)
+    coordinates is drawn per sample, as a toolkit run draws it per trial). ``vectors``: the
+    provider's vectors file (``-M vectors``), whose vectors every condition then adds."""
+    base = _context(model, vectors)
     memos = {} if memos is None else memos  # per layer: the prompt's residual norms, measured once
     out: list[tuple[InjectionSpec | None, dict[str, Any]]] = []
     for cond in request.conditions:
@@ -161,6 +203,8 @@ def build_specs(model: Any, request: Request, prompt: Prompt, *, sample: int = 0
             continue
         if not 0 <= int(cond.layer) < model.cfg.n_layers:  # type: ignore[arg-type]
             raise RequestError(f"layer {cond.layer} out of range; this model has layers 0..{model.cfg.n_layers - 1}")
+        words = [cond.concept, *([cond.vector_concept] if cond.direction == "other_concept" else [])]
+        require_vectors(base.vectors, words, [int(cond.layer)], f"condition {cond.label!r}")  # type: ignore[arg-type]
         cfg = TaskConfig(layers=(int(cond.layer),), alphas=(cond.alpha,), alpha_units=cond.alpha_units)  # type: ignore[arg-type]
         if cond.direction == "zero":
             cfg = cfg.with_options(placebo=True)
@@ -224,14 +268,16 @@ def sampling_of(config: GenerateConfig) -> Sampling:
 
 
 def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig, *, batch_size: int = 16,
-                model_name: str = "introspect") -> ModelOutput:
+                model_name: str = "introspect", vectors: vector_files.VectorSet | None = None) -> ModelOutput:
     """Decode one request (every condition of it, K = ``num_choices`` samples each) in one
     ``generate`` call; one output choice per (condition, sample), condition-major. A ``readout``
-    request is one forward pass read out as floats instead (``readout.run_readout``)."""
+    request is one forward pass read out as floats instead (``readout.run_readout``).
+    ``vectors``: the provider's vectors file (``-M vectors``), checked against the model first."""
+    ctx = _context(model, vectors)  # a vectors file for another model or width fails here, before anything runs
     request = parse_request(config.extra_body)
     if request.readout is not None:  # a forward pass read out as floats (task D), no generation
-        return run_readout(model, messages, request, bank=_context(model).vectors, batch_size=batch_size,
-                           model_name=model_name)
+        return run_readout(model, messages, request, bank=ctx.vectors, batch_size=batch_size,
+                           model_name=model_name, ident=identity(ctx))
     marks: dict[str, str] = {}
     for cond in request.conditions:
         for name, text in cond.marks().items():
@@ -250,19 +296,18 @@ def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig,
     common_args = dict(max_new_tokens=max_tokens, sampling=sampling, seed=config.seed, stop=tuple(config.stop_seqs or ()),
                        top_logprobs=top, batch_size=batch_size, stats=stats)
     if request.trial is None:  # one spec per condition; sample s of each from stream_seed(key, s)
-        one = build_specs(model, request, prompt)
+        one = build_specs(model, request, prompt, vectors=vectors)
         specs = [one[i] for i in range(n) for _ in range(k)]
         gens = generate(model, [prompt] * n, [s for s, _ in one], n_samples=k,
                         seeds=None if request.stream_key is None else [request.stream_key] * n, **common_args)
     else:  # a toolkit trial: one row per (condition, sample), each on the toolkit run's stream
         memos: dict[int, dict[str, Any]] = {}
-        per = [build_specs(model, request, prompt, sample=s, memos=memos) for s in range(k)]
+        per = [build_specs(model, request, prompt, sample=s, memos=memos, vectors=vectors) for s in range(k)]
         specs = [per[s][i] for i in range(n) for s in range(k)]
-        fp = _context(model).fingerprint
+        fp = ctx.fingerprint
         keys = [trial_stream_key(fp, request.trial, s) for s in range(k)]
         gens = generate(model, [prompt] * (n * k), [s for s, _ in specs], n_samples=1,
                         seeds=[keys[s] for _ in range(n) for s in range(k)], **common_args)
-    info = model_info(model)
     yes_no = common.YesNo(model.tokenizer)  # task A's white-box score: first-token p(yes), p(no)
     choices, rows = [], []
     for i, cond in enumerate(request.conditions):
@@ -276,7 +321,7 @@ def run_request(model: Any, messages: list[ChatMessage], config: GenerateConfig,
                          "stream_seed": g.seed, "stop_reason": g.stop_reason, "n_tokens": len(g.tokens),
                          "logprob": float(sum(g.token_logprobs)), **yes_no(g)})
     meta = {
-        "model_id": info.name, "fingerprint": info.fingerprint, "versions": _versions(),
+        **identity(ctx), "versions": _versions(),
         "stream_key": request.stream_key, "seed": config.seed, "prompt": prompt.text, "prompt_tokens": len(prompt),
         "sampling": sampling.to_dict(), "max_new_tokens": max_tokens, "stop": list(config.stop_seqs or ()),
         "request": request.raw, "choices": rows, "fired": dict(stats.fired), "trial": request.trial,
@@ -294,7 +339,7 @@ class IntrospectAPI(ModelAPI):
                  config: GenerateConfig | None = None, **model_args: Any) -> None:
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key,
                          config=config if config is not None else GenerateConfig())
-        allowed = {"path", "adapter", "adapter_scale", "device", "dtype", "batch_size", "remove_direction"}
+        allowed = {"path", "adapter", "adapter_scale", "device", "dtype", "batch_size", "remove_direction", "vectors"}
         unknown = set(model_args) - allowed
         if unknown:
             raise ValueError(f"introspect provider: unknown model args {sorted(unknown)}; it takes {sorted(allowed)}")
@@ -311,18 +356,24 @@ class IntrospectAPI(ModelAPI):
         self.batch_size = int(model_args.get("batch_size", 16))
         if self.batch_size < 1:
             raise ValueError(f"introspect provider: batch_size must be >= 1, got {self.batch_size}")
+        self.vectors = read_vectors(model_args.get("vectors"))  # a damaged or foreign file fails here
 
     def model(self) -> Any:
-        """The loaded bridge (loads it on first use; shared by every instance with these args)."""
+        """The loaded bridge (loads it on first use; shared by every instance with these args);
+        a vectors file is checked against it here (another model or width: one line)."""
         with _LOCK:
-            return loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype,
-                                adapter_scale=self.adapter_scale, remove_direction=self.remove_direction)
+            model = loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype,
+                                 adapter_scale=self.adapter_scale, remove_direction=self.remove_direction)
+            if self.vectors is not None:
+                _context(model, self.vectors)
+            return model
 
     def _run(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         with _LOCK:
             model = loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype,
-                                adapter_scale=self.adapter_scale, remove_direction=self.remove_direction)
-            return run_request(model, messages, config, batch_size=self.batch_size, model_name=self.model_name)
+                                 adapter_scale=self.adapter_scale, remove_direction=self.remove_direction)
+            return run_request(model, messages, config, batch_size=self.batch_size, model_name=self.model_name,
+                               vectors=self.vectors)
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
                        config: GenerateConfig) -> ModelOutput:

@@ -29,6 +29,23 @@ from introspect.integrations.inspect.request import Request, RequestError
 from introspect.tasks.injection.task_d import cosine_grade
 
 
+def require_vectors(bank: Any, words: list[str], layers: list[int], what: str) -> None:
+    """Refuse, in one line naming what is missing and what the file holds, a request that needs a
+    (concept, layer) the provider's vectors file (``-M vectors``, ``bank.supplied``) lacks:
+    checked before the request decodes or reads anything. Built vectors: nothing to check."""
+    vs = getattr(bank, "supplied", None)
+    if vs is None:
+        return
+    gone = [(w, la) for w in dict.fromkeys(words) for la in layers if (w, la) not in vs.vectors]
+    if gone:
+        shown = ", ".join(f"{w!r}@L{la}" for w, la in gone[:4]) + (" …" if len(gone) > 4 else "")
+        have = ", ".join(vs.words[:6]) + (" …" if len(vs.words) > 6 else "")
+        need = " ".join(str(la) for la in sorted({la for _, la in gone}))
+        raise RequestError(f"{what}: -M vectors={vs.path} has no vector for {shown} ({len(gone)} missing); it "
+                           f"holds {len(vs.words)} words ({have}) at layers {vs.layers}: ask for those, or export "
+                           f"this model's vectors there (introspect vectors --layers {need} --export FILE)")
+
+
 def concept_cosines(vectors: Any, acts: torch.Tensor, word: str, controls: list[str],
                     layers: list[int]) -> dict[str, Any]:
     """Task D's grade of one prompt: ``acts`` [layers, tokens, d] against ``word``'s vectors
@@ -39,10 +56,12 @@ def concept_cosines(vectors: Any, acts: torch.Tensor, word: str, controls: list[
 
 
 def run_readout(model: Any, messages: list[ChatMessage], request: Request, *, bank: Any, batch_size: int = 16,
-                model_name: str = "introspect") -> ModelOutput:
+                model_name: str = "introspect", ident: dict[str, Any] | None = None) -> ModelOutput:
     """One readout request: render the prompt (a trailing assistant message is the teacher-forced
     prefill), read the residuals over the positions, return the grade as floats. ``bank``: the
-    provider's vector bank for this model (``engine.vectors.VectorBank``)."""
+    provider's vector bank for this model (``engine.vectors.VectorBank``); ``ident``: the
+    metadata's model id, fingerprint and vectors provenance (``provider.identity``; default the
+    model's own id and fingerprint)."""
     ro = request.readout or {}
     pos = ro["positions"]
     marks = {"text": pos["text"]} if isinstance(pos, dict) else {}
@@ -56,11 +75,13 @@ def run_readout(model: Any, messages: list[ChatMessage], request: Request, *, ba
         raise RequestError(f"readout layers {layers} out of range; this model has layers 0..{n - 1}")
     if not ro["control_words"]:
         raise RequestError("a concept_cosine readout needs control_words (the unrelated concepts' band)")
-        bank.ensure([ro["concept"], *ro["control_words"]], layers)
+    require_vectors(bank, [ro["concept"], *ro["control_words"]], layers, "readout")
+    bank.ensure([ro["concept"], *ro["control_words"]], layers)  # one batch, not a word at a time
     acts = residuals(model, [prompt], layers, positions=[span], batch_size=batch_size)[0]
     grade = concept_cosines(bank, acts, ro["concept"], ro["control_words"], layers)
     info = model_info(model)
-    meta = {"model_id": info.name, "fingerprint": info.fingerprint, "versions": versions(),
+    who = ident if ident is not None else {"model_id": info.name, "fingerprint": info.fingerprint}
+    meta = {**who, "versions": versions(),
             "stream_key": request.stream_key, "prompt": prompt.text, "prompt_tokens": len(prompt),
             "request": request.raw, "trial": request.trial, "choices": [],
             "readout": {**ro, "positions": span, "grade": grade}}

@@ -86,6 +86,12 @@ def is_steer(variant: str) -> bool:
     return base_variant(str(variant)) in STEER_VARIANTS
 
 
+def steer_mask(variants: Any) -> Any:
+    """``is_steer`` over a pandas Series of variants, as a boolean Series (one filter for the
+    summary, the panels and the dashboard)."""
+    return variants.astype(str).map(is_steer).astype(bool)
+
+
 @dataclass(frozen=True)
 class Injected:
     """A trial's injection: the spec, the signed norm actually added, and that strength in every unit."""

@@ -36,7 +36,7 @@ import pandas as pd
 
 from introspect.stats import clustered as C
 from introspect.stats.holm import add_holm
-from introspect.tasks.injection.common import STEER_VARIANTS, is_steer
+from introspect.tasks.injection.common import STEER_VARIANTS, steer_mask
 from introspect.tasks.injection.metrics_regions import region_rows
 from introspect.tasks.injection.metrics_steer import (
     steer_variant,
@@ -75,7 +75,7 @@ def detection_questions(df: pd.DataFrame) -> pd.DataFrame:
     """Rows that ask the detection question: not a bias question, not a steering prompt. One
     filter for ``summarize_a`` and ``vs_base``, so the two never read different rows."""
     v = df["variant"].astype(str)
-    return df[~v.isin(NOT_DETECTION) & ~v.map(is_steer).astype(bool) & ~df["condition"].isin(("bias", "bias_control"))]
+    return df[~v.isin(NOT_DETECTION) & ~steer_mask(v) & ~df["condition"].isin(("bias", "bias_control"))]
 
 
 def logit(p: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from introspect.tasks.fewshot import SUFFIX
-from introspect.tasks.injection.regions import REGIONS, split
+from introspect.tasks.injection.regions import order, split
 from introspect.tasks.tidy import CELL, col, combo_row, flag
 
 REFERENCE = "question+answer"
@@ -27,7 +27,7 @@ def reference(regions: list[str]) -> str:
     """The region the others are compared with."""
     if REFERENCE in regions:
         return REFERENCE
-    return min(regions, key=lambda r: [REGIONS.index(x) for x in r.split("+")])
+    return min(regions, key=order)
 
 
 def _net(p: pd.DataFrame) -> tuple[Any, Any]:

@@ -25,6 +25,7 @@ import pandas as pd
 
 from introspect.stats import clustered as C
 from introspect.tasks.injection.common import is_steer  # the steering checks, by injection span
+from introspect.tasks.injection.regions import split
 from introspect.tasks.tidy import (
     CELL,
     EFFECT_P,
@@ -149,7 +150,7 @@ def summarize_steering(df: pd.DataFrame, table: pd.DataFrame) -> list[dict[str, 
 
 def steer_variant(rows: list[dict[str, Any]], model: str, framing: str) -> str:
     """The steering check that judges ``framing``: its own span's where the run has it."""
-    base, _, region = str(framing).split("+fewshot")[0].partition("@")
+    base, region = split(str(framing))
     own = f"steer@{region}" if region else "steer_two_turn" if base == "two_turn" else "steer"
     has = any(r["variant"] == own and r["model_id"] == model for r in rows if r["metric"] == "steer_lp_rise_vs_random")
     return own if has else "steer"

@@ -62,6 +62,11 @@ def parse(value: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def order(region: str) -> list[int]:
+    """A region's sort key: its parts' places in the prompt (``system`` first)."""
+    return [REGIONS.index(r) for r in region.split("+")]
+
+
 def name(framing: str, region: str) -> str:
     return f"{framing}{SEP}{region}"
 

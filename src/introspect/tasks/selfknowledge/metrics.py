@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from introspect.stats.auroc import auroc_ci
+from introspect.stats.clustered import paired_mean_diff
 from introspect.stats.intervals import bootstrap_mean
 from introspect.stats.items import (
     boot_mean,
@@ -255,7 +256,7 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
         rows += prop(keys, "rank_cut_rate", b(s, "rank_cut").sum(), len(s)) if "grade.rank_cut" in s else []
         la = num(s, "pair_accuracy_logit")
         rows.append(row(keys, "logit_pair_accuracy", bootstrap_mean(la), int(np.isfinite(la).sum())))
-        P, T, C, surf, surf_c, firstA = [], [], [], [], [], []
+        P, T, C, surf, surf_c, logit_k, firstA = [], [], [], [], [], [], []
         for gi, (ph, tr, ql, pab) in enumerate(zip(lists(s, "p_harder"), lists(s, "pair_truth"),
                                                    lists(s, "question_length"), lists(s, "p_first_is_A"))):
             for k, (i, j) in enumerate([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)][:len(tr)]):
@@ -268,6 +269,8 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
                 if ql:  # does "the longer question is harder" get this pair right
                     surf.append(0.5 if tr[k] == 0.5 or ql[i] == ql[j] else float((ql[i] > ql[j]) == (tr[k] == 1)))
                     surf_c.append(gi)
+                    logit_k.append(np.nan if not isnum(ph[k]) else 0.5 if tr[k] == 0.5
+                                   else float((float(ph[k]) >= 0.5) == (tr[k] == 1)))  # as ``pair_credit``
             firstA += [x for pr in pab for x in pr if isnum(x)]
         if P:
             p, y, c = np.array(P), np.array(T), np.array(C)
@@ -276,6 +279,12 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
         if surf:
             x, c = _length_rule(np.array(surf), np.array(surf_c))
             rows.append(row(keys, "surface_length_pair_accuracy", boot_mean(x, c), x.size, n_items=n_unique(c)))
+            lk = np.array(logit_k)
+            ok = np.isfinite(lk)
+            if n_unique(c[ok]) >= 2:  # the logit reading minus the length rule on the same pairs: t over groups
+                d = paired_mean_diff(lk[ok], x[ok], c[ok])
+                rows.append(row(keys, "logit_pair_accuracy_beyond_length", d.interval, int(ok.sum()), n_items=d.g))
+                rows.append(value(keys, "logit_pair_accuracy_beyond_length_p", d.p, int(ok.sum()), n_items=d.g))
         if T:  # always answering "the first of the pair is harder" (or always the second)
             rows.append(value(keys, "majority_pair_baseline", max(np.mean(T), 1 - np.mean(T)), len(T)))
         if firstA:
