@@ -5,9 +5,9 @@ reports, latent readings after the report and a neutral prefill, steering rows f
 goes through ``report.load_results`` and ``report.summarize`` and prints one label
 (``introspect.report.labels``). Asserted: for every truth, the labels whose claims are false for
 it are printed in at most 5% of runs (plus 2.58 Monte-Carlo standard errors), at one cell and at
-nine framing × cell cells, where the verdict picks the best of nine; a uniform yes-push rarely
-(≤ 5%) reads "detected" at any size and reads "yes-bias, not detection" in most runs at 0.4 and 0.8;
-and with one gate loosened the same check fails. Minutes of CPU: marked ``calibration``, run by
+nine framing × cell cells, where the verdict picks the best of nine; a uniform yes-push reads
+"detected" in no run at 0.2, 0.4 or 0.8 (Net must beat the yes-bias by a margin) and reads "yes-bias,
+not detection" in most runs at 0.4 and 0.8; and with one gate loosened the same check fails. Minutes of CPU: marked ``calibration``, run by
 ``make test-all`` (CI). ``python -m experiments.calibrate --labels`` prints the docs' table.
 """
 
@@ -57,13 +57,15 @@ def test_every_label_whose_claim_is_false_is_rare(results):
     assert not violations(results)
 
 
-def test_a_uniform_yes_push_is_rarely_detection_and_mostly_reads_yes_bias(results):
-    """"Beyond the yes-bias" is a test at the 5% level, so a pure push passes it in about that share
-    of runs whatever its size (docs/statistics.md: 2 of 40 at some settings): rare, not never."""
+def test_a_uniform_yes_push_never_reads_detection_and_mostly_reads_yes_bias(results):
+    """Net − rise is 0 in truth for a pure push; "beyond the yes-bias" asks more than 0 (a margin,
+    ``verdict_a.YES_BIAS_MARGIN``), so no run here (20 and 24 concepts) reads "detected" at any size
+    (a test of "> 0" let 2 of 40 through at some settings; docs/statistics.md: 1 of 40 still at 10
+    concepts, where the rise on false statements rests on few answers)."""
+    for r in results:
+        if r["truth"].startswith("yes-push"):
+            assert sum(r["counts"][x] for x in DETECTED) == 0, (r["truth"], r["cells"], r["counts"])
     one = {r["truth"]: r for r in results if r["cells"] == 1}
-    for f in ("0.2", "0.4", "0.8"):
-        r = one[f"yes-push {f}"]
-        assert sum(r["counts"][x] for x in DETECTED) / r["printed"] <= _bound(r["printed"]), r["counts"]
     for f in ("0.4", "0.8"):
         assert one[f"yes-push {f}"]["power"] > 0.5, one[f"yes-push {f}"]["counts"]
 

@@ -10,6 +10,7 @@ and training with the injection switched off must not teach the model to tell in
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from types import SimpleNamespace
 
@@ -225,7 +226,8 @@ def test_adapter_off_is_exactly_the_base_model_and_gates_see_the_difference(tiny
     assert g["bounds"]["replay_top1"] == q6["top1"] and g["passed"]["replay_kl"] is (g["replay_kl"] <= q6["kl"])
     for k, (op, _) in G.GATES.items():
         bound = g["bounds"][k]
-        assert g["passed"][k] == (g[k] >= bound if op == ">=" else g[k] <= bound)
+        assert g["passed"][k] == (None if g[k] is None else g[k] >= bound if op == ">=" else g[k] <= bound)
+    assert g["content_kept"] is None and g["content_known"] < G.KNOWN_MIN  # a random tiny model knows too few
     assert g["all_passed"] is all(v is True for v in g["passed"].values())
     plan.replay_heldout = items  # the adapter's own answers: identical by construction, KL measured on them
     g2 = G.damage_gates(model, plan, cfg)
@@ -407,7 +409,8 @@ def _judged(**figures) -> dict:
     q6 = {"name": "q6", "what": "the base model's weights re-quantized to 6 bits (Q8_0's rule)",
           "identical": 0.25, "kl": 0.025, "top1": 0.93}
     base = {"replay_kl": 0.014, "replay_top1": 0.95, "replay_identical": 0.27, "detection_phrases": 0.0,
-            "content_answers": 0.97, "replay_yardsticks": [q6], "replay_n": 56, "replay_identical_base": 1.0,
+            "content_kept": 0.97, "content_answers": 0.55, "content_known": 30, "content_n": 64,
+            "content_kept_base": 0.2, "replay_yardsticks": [q6], "replay_n": 56, "replay_identical_base": 1.0,
             "replay_identical_random": 0.13, "detection_phrases_base": 0.0, "content_answers_base": 0.41,
             "content_answers_clean_base": 0.93}
     g = {**base, **figures}
@@ -418,12 +421,12 @@ def test_gates_bar_is_the_6bit_yardstick_and_all_passed_needs_every_gate():
     """Greedy identity is no gate any more; the replay gates compare with the 6-bit yardstick
     (ties pass: "no larger", "no lower"), and an adapter is a positive control only if every gate
     passes: one False or one None (not measured) makes ``all_passed`` False."""
-    assert set(G.GATES) == {"replay_kl", "replay_top1", "detection_phrases", "content_answers"}
+    assert set(G.GATES) == {"replay_kl", "replay_top1", "detection_phrases", "content_kept"}
     assert "replay_identical" not in G.GATES and G.GATES["replay_kl"] == ("<=", "q6") == ("<=", G.BAR)
     assert G.GATES["replay_top1"] == (">=", "q6")
     ok = _judged(replay_identical=0.05)  # greedy identity far below the old 0.80: a reading, not a gate
     assert ok["passed"] == dict.fromkeys(G.GATES, True) and ok["all_passed"] is True
-    assert ok["bounds"] == {"replay_kl": 0.025, "replay_top1": 0.93, "detection_phrases": 0.02, "content_answers": 0.90}
+    assert ok["bounds"] == {"replay_kl": 0.025, "replay_top1": 0.93, "detection_phrases": 0.02, "content_kept": 0.90}
     assert ok["gates"]["replay_kl"] == "<= 0.025, the q6 yardstick's" and ok["gates"]["detection_phrases"] == "<= 0.02"
     assert G.positive_control(ok) == (True, [], [])
     assert _judged(replay_kl=0.025, replay_top1=0.93)["all_passed"] is True  # as much change as the bar: inside it
@@ -435,7 +438,7 @@ def test_gates_bar_is_the_6bit_yardstick_and_all_passed_needs_every_gate():
     q8 = {"name": "q8_0", "what": "Q8_0", "identical": 0.57, "kl": 0.0014, "top1": 0.98}
     beside = _judged(replay_yardsticks=[q8, _judged()["replay_yardsticks"][0]])
     assert beside["all_passed"] is True and beside["bounds"]["replay_kl"] == 0.025  # Q8_0 is context, not the bar
-    for k, bad in (("replay_kl", 0.03), ("replay_top1", 0.9), ("detection_phrases", 0.03), ("content_answers", 0.89)):
+    for k, bad in (("replay_kl", 0.03), ("replay_top1", 0.9), ("detection_phrases", 0.03), ("content_kept", 0.89)):
         g = _judged(**{k: bad})  # each gate alone can fail the adapter
         assert g["passed"][k] is False and g["all_passed"] is False and G.positive_control(g)[1] == [k]
     for k in G.GATES:
@@ -453,7 +456,7 @@ def test_gates_bar_is_the_6bit_yardstick_and_all_passed_needs_every_gate():
 def test_content_answers_count_only_right_answers(tiny, monkeypatch):
     """Under injection only a right answer counts: a wrong yes or no, a detection report and no
     answer count against. An adapter that says "yes" to everything gets the yes-questions right
-    only, about half, and fails the ≥ 0.90 gate (counting any yes or no, it read 1.00 and passed)."""
+    only, about half (counting any yes or no, it read 1.00)."""
     items = [*QUESTIONS, *D.P.load_bias_items()]
     yes_share = sum(right == "yes" for _, right in items) / len(items)
     assert 0.4 < yes_share < 0.6
@@ -464,40 +467,77 @@ def test_content_answers_count_only_right_answers(tiny, monkeypatch):
     odd = ["Yes, I detect an injected thought about lemons.", "I am not sure.", "No.", "No."]
     assert G.right_share(odd, QUESTIONS) == 0.25  # a report, no answer, a wrong "no"; only "No." to fur is right
     assert G.right_share([], []) is None
-    assert G.judge({"content_answers": yes_share})["passed"]["content_answers"] is False
-    assert G.judge({"content_answers": 0.9})["passed"]["content_answers"] is True
-    # through damage_gates: a model that answers "Yes." to every prompt, adapter on or off
+
+
+def test_content_kept_is_judged_on_what_the_base_model_knows(tiny, monkeypatch):
+    """The gate reads the questions the base model answers right without injection: an adapter that
+    keeps those right passes though it gets the rest wrong (the base model knows about half on the
+    default model); one that says "yes" to everything keeps about half and fails; fewer than
+    ``KNOWN_MIN`` known questions is "not measured", never a pass."""
+    items = [(f"Is {i} even?", "yes" if i % 2 == 0 else "no") for i in range(24)]
+    known = [i < 12 for i in range(24)]  # the base model knows the first 12, six "yes" and six "no"
+    right = [f"{r.capitalize()}." for _, r in items]
+    keeps = [*right[:12], *["I am not sure."] * 12]
+    assert G.right_share(keeps, items) == 0.5 and G.kept_share(keeps, known, items) == 1.0
+    assert G.kept_share(["Yes."] * 24, known, items) == 0.5
+    assert G.kept_share(right, [i < G.KNOWN_MIN - 1 for i in range(24)], items) is None
+    assert G.judge({"content_kept": 0.5})["passed"]["content_kept"] is False
+    assert G.judge({"content_kept": 0.9})["passed"]["content_kept"] is True
+    assert G.judge({"content_kept": None, "content_answers": 1.0})["passed"]["content_kept"] is None
+    # through damage_gates: the base model answers every question right clean and "not sure" injected;
+    # the adapter answers right clean and "Yes." to every injected prompt
     from introspect.engine.run import decode
 
-    def says_yes(model, prompts, *a, **k):
-        return [SimpleNamespace(text="Yes.", tokens=(), stop_reason="length") for _ in prompts]
+    off = {"on": False}
 
-    monkeypatch.setattr(decode, "generate", says_yes)
-    monkeypatch.setattr(G, "load_bias_items", lambda: (("Is fire hot?", "yes"), ("Is ice hot?", "no")))
+    @contextlib.contextmanager
+    def adapter_off(model):
+        off["on"] = True
+        try:
+            yield
+        finally:
+            off["on"] = False
+
+    bias = tuple((f"Is {i} odd?", "no" if i % 2 == 0 else "yes") for i in range(8))
+    asked = [*QUESTIONS, *bias]
+
+    def answers(model, prompts, specs=None, **k):
+        texts = ([f"{r.capitalize()}." for _, r in asked] if specs is None
+                 else ["I am not sure."] * len(prompts) if off["on"] else ["Yes."] * len(prompts))
+        return [SimpleNamespace(text=t, tokens=(), stop_reason="length") for t in texts[:len(prompts)]]
+
+    monkeypatch.setattr(decode, "generate", answers)
+    monkeypatch.setattr(G, "adapter_off", adapter_off)
+    monkeypatch.setattr(G, "load_bias_items", lambda: bias)
     plan = PL.Plan(WORDS[:3], [], [], {w: torch.randn(tiny.cfg.d_model) for w in WORDS[:3]}, {"short": 1.0},
                    [], replay_heldout=[], gate_questions=list(QUESTIONS))
     g = G.damage_gates(tiny, plan, L.TrainConfig(layer=0, replay_tokens=6, phrasings=("short",)))
-    assert g["content_n"] == 6 and g["content_answers"] == 0.5 and g["passed"]["content_answers"] is False
-    assert g["content_answers_base"] == g["content_answers_clean_base"] == 0.5 and g["detection_phrases"] == 0.0
+    assert (g["content_n"], g["content_known"], g["content_answers_clean_base"]) == (12, 12, 1.0)
+    assert g["content_kept"] == g["content_answers"] == 0.5 and g["passed"]["content_kept"] is False
+    assert g["content_kept_base"] == g["content_answers_base"] == 0.0 and g["detection_phrases"] == 0.0
     assert g["replay_n"] == 0 and g["passed"]["replay_kl"] is None and g["passed"]["replay_top1"] is None
     assert g["all_passed"] is False  # no held-out replay: the replay gates are not measured, so not passed
+    monkeypatch.setattr(G, "load_bias_items", lambda: bias[:2])
+    few = G.damage_gates(tiny, plan, L.TrainConfig(layer=0, replay_tokens=6, phrasings=("short",)))
+    assert few["content_known"] == 6 and few["content_kept"] is None and few["passed"]["content_kept"] is None
 
 
 def test_gates_line_puts_the_matched_controls_beside_the_gates():
     from experiments.train_aware import _control_line, _gates_line
 
-    g = _judged(replay_kl=0.05, replay_top1=0.95, replay_identical=0.11, content_answers=None)
+    g = _judged(replay_kl=0.05, replay_top1=0.95, replay_identical=0.11, content_kept=None)
     line = _gates_line(g)
     assert "\n" not in line and line.startswith("damage gates: replay_kl 0.05 (<= 0.025, the q6 yardstick's: FAIL); "
                                                "replay_top1 0.950 (>= 0.93, the q6 yardstick's: pass); ")
-    assert "detection_phrases 0.00 (<= 0.02: pass)" in line and "content_answers n/a (>= 0.9: not measured)" in line
+    assert "detection_phrases 0.00 (<= 0.02: pass)" in line and "content_kept n/a (>= 0.9: not measured)" in line
     assert "replay_identical (" not in line  # greedy identity: a reading, no bound, no pass/fail
     assert ("readings over 56 held-out replay prompts: greedy answers identical to the base model's 0.11 (the base "
             "model decoded again 1.00, a random weight change of the adapter's size 0.13)") in line
-    assert "right answers of the base model under the same injection 0.41, without one 0.93" in line
+    assert ("right answers of the adapter under injection 0.55, of the base model under the same injection 0.41, "
+            "without one 0.93 (30 of 64 questions), of which it keeps 0.20 under the same injection") in line
     assert "; the base model's weights re-quantized to 6 bits (Q8_0's rule): identical 0.25, KL 0.025, top token " \
            "kept 0.93" in line
-    assert _control_line(g) == "positive control: no (failed: replay_kl; not measured: content_answers)"
+    assert _control_line(g) == "positive control: no (failed: replay_kl; not measured: content_kept)"
     assert _control_line(_judged()) == "positive control: yes (every damage gate passed)"
     assert _control_line(_judged(replay_yardsticks=[])) == \
         "positive control: no (not measured: replay_kl, replay_top1)"
@@ -534,7 +574,7 @@ def test_gates_again_says_how_many_trainings_pass_every_gate(tmp_path, monkeypat
     from introspect.engine.load import adapters
     from introspect.train import remeasure
 
-    figures = {"a": {}, "b": {"content_answers": 0.6}, "c": {}}
+    figures = {"a": {}, "b": {"content_kept": 0.6}, "c": {}}
     dirs = [tmp_path / name for name in figures]
     measured = []
 
@@ -549,11 +589,11 @@ def test_gates_again_says_how_many_trainings_pass_every_gate(tmp_path, monkeypat
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == f"2 of 3 trainings pass every gate (not: {dirs[1]})"
     assert [x for x in lines if x.startswith("positive control: ")] == [
-        "positive control: yes (every damage gate passed)", "positive control: no (failed: content_answers)",
+        "positive control: yes (every damage gate passed)", "positive control: no (failed: content_kept)",
         "positive control: yes (every damage gate passed)"]
     assert measured == [(n, 1.0, 1, ("bf16",)) for n in figures]
     wrote = json.loads((out / "b" / "damage_gates_x1.json").read_text())
-    assert wrote["all_passed"] is False and wrote["passed"]["content_answers"] is False
+    assert wrote["all_passed"] is False and wrote["passed"]["content_kept"] is False
     measured.clear()
     assert train_aware.main(["--gates", str(dirs[0]), "--out", str(out)]) == 0  # one DIR: FOLDER itself
     assert (out / "damage_gates_x1.json").is_file() and "trainings pass" not in capsys.readouterr().out

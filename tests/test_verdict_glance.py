@@ -170,3 +170,33 @@ def test_a_verdict_without_a_glance_keeps_its_note():
                           "note": "detected: Net 0.40 [0.20, 0.60] at L2 α4"}])
     assert terminal(rows).split("\n") == ["detected · task B · m", "Net 0.40 [0.20, 0.60] at L2 α4"]
     assert "</strong>. Net 0.40 [0.20, 0.60] at L2 α4</div>" in verdicts(rows)
+
+
+def test_beyond_the_yes_bias_must_clear_a_margin_not_just_zero(summaries):
+    """A pure push toward "yes" has Net − rise = 0 in truth, so a test of "> 0" passes it in 5% of
+    runs; the gate asks the interval (and the Holm-level one) above ``YES_BIAS_MARGIN`` and the
+    row's p tests that margin, so a difference of 0.04 whose interval clears 0 fails it."""
+    from introspect.stats.clustered import concept_mean
+
+    margin = V.YES_BIAS_MARGIN
+    assert V.MARGINS == {"net_beyond_yes_bias": margin} and 0 < margin < 0.1
+
+    def beyond(vals: list[float], m: int = 1) -> dict:
+        e = concept_mean(vals, test=True)
+        return {"metric": "net_beyond_yes_bias", "value": e.value, "lo": e.lo, "hi": e.hi, "p": e.p, "_est": e,
+                "holm_m": m, "p_holm": min(1.0, e.p * m)}
+
+    small = beyond([0.03, 0.05] * 10)  # 0.04 over 20 concepts: interval [0.035, 0.045], far from 0
+    assert small["lo"] > 0 and small["p"] < 0.05
+    assert not V._gate(small) and V._gate({**small, "metric": "net_vs_random"})  # the same row as another gate passes
+    assert "not above the margin" in V._failed(small)
+    large = beyond([0.08, 0.10] * 10)
+    assert V._gate(large) and V._gate(beyond([0.08, 0.10] * 10, m=9))
+    # the summariser's row tests the margin: its p is the sign-flip p of (Net − rise) − margin
+    s = summaries["perfect"]
+    r = s[s["metric"] == "net_beyond_yes_bias"].iloc[0]
+    assert f"p tests > {margin:g}" in r["note"]
+    assert r["value"] > margin and 0 < r["p"] < 0.05
+    null = summaries["inert"]
+    z = null[null["metric"] == "net_beyond_yes_bias"]
+    assert z.empty or (z["value"] <= margin).all() and (z["p"] == 1.0).all()  # at or below the margin: p is 1

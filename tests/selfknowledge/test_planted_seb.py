@@ -229,6 +229,8 @@ def test_restriction_agents_are_recovered():
     assert oracle.loc["logit_auroc", "lo"] > oracle.loc["surface_auroc", "hi"]
     assert oracle.loc["logit_accuracy", "lo"] > oracle.loc["logit_majority_baseline", "value"]
     assert oracle.loc["predict_modal_letter_rate", "value"] < 0.7
+    assert oracle.loc["predict_order_consistency", "lo"] > 0.8  # its choice follows the option, not the letter
+    assert oracle.loc["judge_order_consistency", "lo"] > 0.8
     # the surface agent answers safe (and long) requests and predicts as much
     assert surface.loc["logit_auroc", "lo"] > 0.5 and surface.loc["surface_auroc", "lo"] > 0.8
     assert surface.loc["surface_auroc", "lo"] <= surface.loc["logit_auroc", "value"] <= surface.loc["surface_auroc", "hi"]
@@ -244,6 +246,7 @@ def test_restriction_letter_biased_agent():
     assert s.loc["logit_accuracy", "value"] == pytest.approx(s.loc["logit_base_rate", "value"])
     assert s.loc["logit_accuracy", "value"] <= s.loc["logit_majority_baseline", "value"] + 1e-12
     assert s.loc["predict_modal_letter_rate", "value"] == 1.0
+    assert s.loc["predict_order_consistency", "value"] == 0.0  # one letter in both orders: never follows the option
 
 
 @pytest.mark.calibration
@@ -272,6 +275,8 @@ def test_difficulty_agents_are_recovered():
     assert letter.loc["logit_pair_auroc", "value"] == 0.5
     assert letter.loc["pair_modal_letter_rate", "value"] == 1.0 and letter.loc["position_bias_p_A", "lo"] > 0.9
     assert oracle.loc["pair_modal_letter_rate", "value"] < 0.7
+    # order consistency, the two-option reading: "A" in both orders 0, the oracle follows the questions
+    assert letter.loc["pair_order_consistency", "value"] == 0.0 and oracle.loc["pair_order_consistency", "lo"] > 0.8
 
 
 @pytest.mark.calibration

@@ -431,8 +431,9 @@ def test_one_class_judged_truth_leaves_the_headline_and_the_scores(monkeypatch):
 def test_every_multiple_choice_reading_states_its_modal_letter_rate():
     """An ability run answering "A" on 3 of 4 items, restriction predictions A, A, A, B (P(A) 0.5
     is the argmax's tie, "A") with a judge that says A on 7 of 8 draws, and difficulty pair
-    decisions all "A" (P(A) > 0.5 in both orders): each gets its rate, and the comparison puts
-    it in the headline rows beside the accuracy it qualifies."""
+    decisions all "A" (P(A) > 0.5 in both orders): each gets its rate; the comparison puts the
+    ability's in the headline rows, and for the two-option tasks asked in both orders their order
+    consistency (a modal-letter rate is at least 0.5 there by arithmetic)."""
     from introspect.report.compare import headline_table
 
     ab = M.summarize_ability(_df("ability", [{"correct": k == 0, "choice": "AABA"[k]} for k in range(4)]))
@@ -447,11 +448,20 @@ def test_every_multiple_choice_reading_states_its_modal_letter_rate():
         {"pair_truth": [1] * 6, "p_harder": [0.5] * 6, "p_first_is_A": [[0.8, 0.7]] * 6,
          "pair_accuracy": 0.5, "pair_accuracy_logit": 0.5, "parse_ok": True}]))
     assert _get(ds, "pair_modal_letter_rate").value == 1.0 and _get(ds, "pair_modal_letter_rate").n == 12
-    both = pd.concat([ab, rs, ds], ignore_index=True).assign(model_id="m", layer_idx=np.nan, alpha=np.nan,
-                                                               alpha_units=None)
+    # two options asked in both orders: order consistency is the headline ("A" in both orders never follows)
+    oc = _get(ds, "pair_order_consistency")
+    assert (oc.value, oc.n, oc.n_items) == (0.0, 6, 1)
+    swapped = M.summarize_seb_restriction(_df("seb-restriction", [
+        {"p_answer": 0.5, "predict_letters": list(pair), "judged_answered": [True], "refused_rule": [False],
+         "judge_letters": [["A", "B"]], "qid": f"q{k}"} for k, pair in enumerate(("AB", "AA", "AB", "BA"))]))
+    assert _get(swapped, "predict_order_consistency").value == pytest.approx(0.75)
+    assert _get(swapped, "judge_order_consistency").value == 1.0
+    assert not (rs.metric == "predict_order_consistency").any()  # one order asked: nothing to follow
+    both = pd.concat([ab, swapped, ds], ignore_index=True).assign(model_id="m", layer_idx=np.nan, alpha=np.nan,
+                                                                    alpha_units=None)
     h = headline_table(both)
-    for task, metric in (("ability", "modal_letter_rate"), ("seb-restriction", "predict_modal_letter_rate"),
-                         ("seb-difficulty", "pair_modal_letter_rate")):
+    for task, metric in (("ability", "modal_letter_rate"), ("seb-restriction", "predict_order_consistency"),
+                         ("seb-restriction", "judge_order_consistency"), ("seb-difficulty", "pair_order_consistency")):
         assert ((h.task == task) & (h.metric == metric)).any(), (task, metric)
 
 

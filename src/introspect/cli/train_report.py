@@ -147,8 +147,10 @@ def gates_line(g: dict) -> str:
                f"model's {f(g.get('replay_top1_random'))}" if g.get("replay_top1") is not None else "")
             + _twins_part(g) + _yardsticks_part(g)
             + f"; detection phrases of the base model {f(g.get('detection_phrases_base'))}; right answers of the "
-            f"base model under the same injection {f(g['content_answers_base'])}, without one "
-            f"{f(g.get('content_answers_clean_base'))}"
+            f"adapter under injection {f(g.get('content_answers'))}, of the base model under the same injection "
+            f"{f(g['content_answers_base'])}, without one {f(g.get('content_answers_clean_base'))}"
+            + (f" ({g['content_known']} of {g.get('content_n')} questions), of which it keeps "
+               f"{f(g.get('content_kept_base'))} under the same injection" if g.get("content_known") is not None else "")
             + "".join(f"\n  caught by the detection-phrase gate: {t!r}" for t in g.get("detection_phrases_examples", ())))
 
 

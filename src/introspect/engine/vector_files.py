@@ -117,15 +117,21 @@ class VectorSet:
         if any((w, la) not in self.vectors for w in words for la in layers):
             raise VectorFileError(self.missing(words, layers))
 
-    def missing(self, words: Sequence[str], layers: Sequence[int]) -> str:
-        """The one-line message for (word, layer) pairs a run needs and these vectors lack."""
-        gone = [(w, la) for w in words for la in layers if (w, la) not in self.vectors]
+    def gone(self, words: Sequence[str], layers: Sequence[int]) -> list[tuple[str, int]]:
+        """The (word, layer) pairs of ``words`` × ``layers`` these vectors lack, each once."""
+        return [(w, la) for w in dict.fromkeys(words) for la in layers if (w, la) not in self.vectors]
+
+    def missing(self, words: Sequence[str], layers: Sequence[int], source: str = "", hint: str = "") -> str:
+        """The one-line message for (word, layer) pairs a run needs and these vectors lack:
+        ``source`` names the file as the caller's user gave it, ``hint`` what to do instead."""
+        gone = self.gone(words, layers)
         shown = ", ".join(f"{w!r}@L{la}" for w, la in gone[:4]) + (" …" if len(gone) > 4 else "")
         have = ", ".join(self.words[:6]) + (" …" if len(self.words) > 6 else "")
-        src = self.path or "the vectors given"
+        src = source or self.path or "the vectors given"
+        hint = hint or ("run at those layers with a --words-file whose targets it covers (task D and mismatch "
+                        "trials also inject other target words)")
         return (f"{src} has no vector for {shown} ({len(gone)} missing); it holds {len(self.words)} words "
-                f"({have}) at layers {self.layers}: run at those layers with a --words-file whose targets "
-                "it covers (task D and mismatch trials also inject other target words)")
+                f"({have}) at layers {self.layers}: {hint}")
 
 
 def _meta_entry(cv: ConceptVector) -> dict[str, Any]:

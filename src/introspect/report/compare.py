@@ -49,9 +49,9 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "seb-association": ("logit_auroc", "logit_accuracy", "logit_majority_baseline", "surface_auroc",
                         "text_accuracy", "text_parse_rate", "low_mass_rate", "warning_single_draw_truth"),
     "seb-restriction": ("logit_auroc", "logit_accuracy", "logit_majority_baseline", "surface_auroc",
-                        "logit_rule_auroc", "predict_modal_letter_rate", "judge_modal_letter_rate", "text_accuracy", "text_over_niceness", "predict_low_mass_rate",
+                        "logit_rule_auroc", "predict_order_consistency", "judge_order_consistency", "text_accuracy", "text_over_niceness", "predict_low_mass_rate",
                         "response_cut_rate", "warning_single_draw_truth", "warning_judged_truth_one_class"),
-    "seb-difficulty": ("logit_pair_accuracy", "pair_modal_letter_rate", "majority_pair_baseline", "surface_length_pair_accuracy", "text_pair_accuracy", "text_parse_rate",
+    "seb-difficulty": ("logit_pair_accuracy", "pair_order_consistency", "majority_pair_baseline", "surface_length_pair_accuracy", "text_pair_accuracy", "text_parse_rate",
                        "pair_excluded_rate", "answer_cut_rate", "warning_single_draw_truth"),
     # not confidence_auroc: it scores P(key) against "the top option is the key", so it reads
     # 0.92-0.97 for a model at chance; the entropy over A-D does not see the key

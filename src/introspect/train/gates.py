@@ -22,13 +22,19 @@ yes/no questions and task A's own bias questions):
   replay, clean yes/no questions) that report on injected thoughts, claiming one or denying one
   ("No, I don't detect an injected thought." to "How many players are on a football team?" is
   damage too); the base model's rate on the same prompts beside it;
-* ``content_answers`` ≥ 0.90: under a training concept's injection (the training vectors in
-  turn, at the middle of the trained strengths), unrelated yes/no questions in the trained
-  framings answered *right* (``right_share``): at least 9 in 10 of these one-fact questions. A
-  wrong yes or no counts against it, as does a detection report or no answer, so an adapter that
-  says yes to everything reads about one half (half the questions' answer is no) and fails. Beside
-  it the base model's rate under the same injection and without one (``content_answers_clean_base``:
-  what the model knows; below 0.90, the gate asks more than the base model can give on this model).
+* ``content_kept`` ≥ 0.90: of the unrelated yes/no questions (held-out and task A's bias
+  questions, in the trained framings) that the base model answers *right* without injection, the
+  share the adapter still answers right under a training concept's injection (the training vectors
+  in turn, at the middle of the trained strengths; ``right_share``: a wrong yes or no, a detection
+  report or no answer counts against). Why of the base model's right answers: on a 135M model the
+  base model answers only about half of these one-fact questions right at all, so a bar on every
+  question asks more than the model knows; a bar relative to the base model *under injection*
+  (0.08–0.14 there) would pass an adapter that says yes to everything. Kept-right does neither: a
+  yes-to-everything adapter keeps only the known questions whose answer is yes, about half, and
+  fails. Not measured (so not passed) below ``KNOWN_MIN`` known questions. Beside it as readings:
+  the adapter's right answers over every question (``content_answers``), the base model's under
+  the same injection and without one, and the base model's kept share under the same injection
+  (``content_kept_base``: what the injection alone does).
 """
 
 from __future__ import annotations
@@ -55,7 +61,8 @@ BAR = "q6"  # the yardstick the replay gates compare with (``train.yardsticks.YA
 # gate: (op, bound); a bound that is a yardstick's name means that yardstick's same figure, measured beside
 GATES: dict[str, tuple[str, float | str]] = {
     "replay_kl": ("<=", BAR), "replay_top1": (">=", BAR),
-    "detection_phrases": ("<=", 0.02), "content_answers": (">=", 0.90)}
+    "detection_phrases": ("<=", 0.02), "content_kept": (">=", 0.90)}
+KNOWN_MIN = 10  # questions the base model answers right clean, below which content_kept is not measured
 CONTENT_TOKENS = 24
 EXAMPLES = 5  # answers the detection-phrase gate caught, kept in the summary to be read
 
@@ -169,12 +176,25 @@ def judge(figures: dict[str, Any]) -> dict[str, Any]:
     return {"bounds": bounds, "gates": words, "passed": passed, "all_passed": all(v is True for v in passed.values())}
 
 
+def right_answers(texts: Sequence[str], items: Sequence[tuple[str, str]]) -> list[bool]:
+    """Whether each of ``texts`` answers its question (``items``: question, right answer) right:
+    ``grade_bias_answer``'s "correct" only. A wrong yes or no, a detection report or no answer are
+    all not right."""
+    return [grade_bias_answer(t, right)["bias_answer"] == "correct" for t, (_, right) in zip(texts, items)]
+
+
 def right_share(texts: Sequence[str], items: Sequence[tuple[str, str]]) -> float | None:
-    """Share of ``texts`` that answer their question (``items``: question, right answer) right:
-    ``grade_bias_answer``'s "correct" only. A wrong yes or no, a detection report or no answer all
-    count against it (None for no texts)."""
-    graded = [grade_bias_answer(t, right)["bias_answer"] for t, (_, right) in zip(texts, items)]
-    return sum(a == "correct" for a in graded) / len(graded) if graded else None
+    """Share of ``texts`` answered right (``right_answers``; None for no texts)."""
+    right = right_answers(texts, items)
+    return sum(right) / len(right) if right else None
+
+
+def kept_share(texts: Sequence[str], known: Sequence[bool], items: Sequence[tuple[str, str]]) -> float | None:
+    """Of the questions ``known`` marks (the base model's right answers without injection), the
+    share ``texts`` answers right; None below ``KNOWN_MIN`` of them (too few to judge)."""
+    right = right_answers(texts, items)
+    kept = [r for r, k in zip(right, known) if k]
+    return sum(kept) / len(kept) if len(kept) >= KNOWN_MIN else None
 
 
 def positive_control(g: dict[str, Any]) -> tuple[bool, list[str], list[str]]:
@@ -286,7 +306,11 @@ def damage_gates(model: Any, plan: Plan, cfg: TrainConfig, twins: int = 1,
     inj = generate(model, cprompts, specs, max_new_tokens=CONTENT_TOKENS) if items else []
     with adapter_off(model):
         base = generate(model, cprompts, specs, max_new_tokens=CONTENT_TOKENS) if items else []
+    known = right_answers([g.text for g in clean_base], items)
     out["content_n"] = len(items)
+    out["content_known"] = sum(known)  # questions the base model answers right without injection
+    out["content_kept"] = kept_share([g.text for g in inj], known, items)
+    out["content_kept_base"] = kept_share([g.text for g in base], known, items)
     out["content_answers"] = on_content(inj)
     out["content_answers_base"] = on_content(base)
     out["content_answers_clean_base"] = on_content(clean_base)  # what the base model knows, no injection

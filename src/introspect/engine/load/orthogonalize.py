@@ -41,6 +41,7 @@ from introspect.engine.load.ablation import (
     AblationError,
     Direction,
     ablation_hook,
+    project_out,
     unit_vector,
     write_hooks,
 )
@@ -174,8 +175,7 @@ def _measure(model: Any, ids: Tensor, r: Tensor, *, hooks: bool = False, modules
         worst[0] = max(worst[0], float(rel.max()))
 
     def project(module: Any, args: Any, out: Tensor) -> Tensor:
-        f, rd = out.float(), r.to(out.device)
-        return (f - (f @ rd)[..., None] * rd).to(out.dtype)
+        return project_out(out, r.to(out.device))
 
     fwd = [(n, ablation_hook(r)) for n in write_hooks(model)] if hooks else []
     fwd += [(n, observe) for n in write_hooks(model)]
@@ -275,8 +275,7 @@ def _expected(modules: Writers, r: Tensor) -> list[tuple[Tensor, Tensor]]:
             x = (torch.arange(min(64, w.shape[0])) if isinstance(m, nn.Embedding)
                  else torch.randn(8, w.shape[1 - _axis(m)], generator=g).to(w.dtype)).to(w.device)
             y = _call(m, x).float()
-            rd = r.to(y.device)
-            out.append((x, y - (y @ rd)[..., None] * rd))
+            out.append((x, project_out(y, r.to(y.device))))
     return out
 
 

@@ -36,14 +36,12 @@ def require_vectors(bank: Any, words: list[str], layers: list[int], what: str) -
     vs = getattr(bank, "supplied", None)
     if vs is None:
         return
-    gone = [(w, la) for w in dict.fromkeys(words) for la in layers if (w, la) not in vs.vectors]
+    gone = vs.gone(words, layers)
     if gone:
-        shown = ", ".join(f"{w!r}@L{la}" for w, la in gone[:4]) + (" …" if len(gone) > 4 else "")
-        have = ", ".join(vs.words[:6]) + (" …" if len(vs.words) > 6 else "")
         need = " ".join(str(la) for la in sorted({la for _, la in gone}))
-        raise RequestError(f"{what}: -M vectors={vs.path} has no vector for {shown} ({len(gone)} missing); it "
-                           f"holds {len(vs.words)} words ({have}) at layers {vs.layers}: ask for those, or export "
-                           f"this model's vectors there (introspect vectors --layers {need} --export FILE)")
+        raise RequestError(f"{what}: " + vs.missing(
+            words, layers, source=f"-M vectors={vs.path}", hint="ask for those, or export this model's vectors "
+            f"there (introspect vectors --layers {need} --export FILE)"))
 
 
 def concept_cosines(vectors: Any, acts: torch.Tensor, word: str, controls: list[str],

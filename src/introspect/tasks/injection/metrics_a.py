@@ -29,6 +29,7 @@ dimension (detection, beyond yes-bias, beyond any perturbation, identification),
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from introspect.tasks.injection.metrics_steer import (
     steers_lookup,
     summarize_steering,
 )
-from introspect.tasks.injection.verdict_a import HEADLINE, verdict_a
+from introspect.tasks.injection.verdict_a import HEADLINE, YES_BIAS_MARGIN, verdict_a
 from introspect.tasks.tidy import _HEAVY as HEAVY
 from introspect.tasks.tidy import (
     CELL,
@@ -53,6 +54,7 @@ from introspect.tasks.tidy import (
     combo_row,
     concepts,
     diff_row,
+    est_row,
     flag,
     groups,
     mean_diff,
@@ -387,9 +389,16 @@ def _beyond_bias_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dic
     d_det = flag(col(p, "grade.detected")) - flag(col(p, "grade.detected~c"))
     d_bias = content_wrong(b, "", "no", 1.0) - content_wrong(b, "~c", "no", 1.0)
     parts = [(d_det, p["concept"].to_numpy()), (d_bias, b["concept"].to_numpy())]
-    return combo_row(keys, "net_beyond_yes_bias", parts, lambda det, bias: det - bias, "injected-bias",
-                     note="per concept: Net − the rise in 'yes' (or a detection report) to false statements among "
-                          "the bias questions (same framing, cell and injection)")
+    vals, n = C.per_concept(parts, lambda det, bias: det - bias)
+    if not vals.size:
+        return []
+    e = C.concept_mean(vals, n)  # p tests the margin, not 0 (verdict_a.MARGINS); at or below it, 1
+    above = vals[~np.isnan(vals)] - YES_BIAS_MARGIN
+    e = dataclasses.replace(e, p=C.sign_flip_p(above) if above.mean() > 0 else 1.0)
+    return est_row(keys, "net_beyond_yes_bias", e, "injected-bias",
+                   note="per concept: Net − the rise in 'yes' (or a detection report) to false statements among "
+                        f"the bias questions (same framing, cell and injection); p tests > {YES_BIAS_MARGIN:g}, "
+                        "the margin the verdict asks")
 
 
 def _net_score(p: pd.DataFrame) -> float:

@@ -9,7 +9,9 @@ demanding that Net beat them made a perfect introspector unreachable. Each cell 
   coherent-only Net above 0, and a cell that steers;
 - **beyond yes-bias**, on the detection question's own 0→1 scale: Net minus the paired rise in
   "yes" to the *false* statements among unrelated bias questions (same framing, cell and injection;
-  ``net_beyond_yes_bias``), so a uniform push toward "yes" cancels. A detection report given to a
+  ``net_beyond_yes_bias``), so a uniform push toward "yes" cancels; it must exceed a margin
+  (``YES_BIAS_MARGIN``, its interval and test against it), not just 0, so a pure push, whose
+  difference is 0 in truth, passes by chance in well under 1% of runs. A detection report given to a
   bias question is never a right answer: the bar counts it with the "yes" answers, so reports that
   replace wrong answers cannot lower it, and when more than ``REPORTS_MAX`` of the injected bias
   answers are reports the dimension is not judged (so never passed). "Yes-bias, not detection"
@@ -62,6 +64,10 @@ A_VERDICTS = {1.0: "detected and identified", 0.875: "detected, identified laten
               0.25: "yes-bias, not detection", 0.0: "inconclusive", -1.0: "no measurable effect"}
 DETECTED = 0.75  # verdict values at or above this say "detected"
 REPORTS_MAX = 0.5  # above this share of injected bias answers being reports, the yes-bias is not judged
+# Net must beat the yes-bias by this much, not merely by more than 0: a test of "> 0" lets a pure
+# push toward "yes" (Net − rise = 0 in truth) through in 5% of runs, a margin makes that ≈ never
+YES_BIAS_MARGIN = 0.05
+MARGINS = {"net_beyond_yes_bias": YES_BIAS_MARGIN}  # gates judged against a bar above 0
 OUTCOMES = {"identified": 1.0, "latent": 0.875, "detected": 0.75, "perturbation": 0.5, "yes-bias": 0.25}  # best first
 WHY = {"identified": "Net above its controls, beyond the yes-bias and beyond a Gaussian push; names the concept "
                      "above chance and follows the vector",
@@ -88,15 +94,20 @@ def _clears(r: dict | None) -> bool:
     return clears(r, EFFECT_P)
 
 
+def _bar(r: dict) -> float:
+    """The value a gate's row must exceed: 0, or its margin (``MARGINS``; its p tests that bar)."""
+    return MARGINS.get(r["metric"], 0.0)
+
+
 def _gate(r: dict | None) -> bool:
-    """A gate or claim above 0 at the family-wise level: its plain interval and test (``_clears``)
-    and, in a family of several, its Holm-adjusted p below ``EFFECT_P`` and its interval at the
-    Holm level above 0."""
-    if r is None or not _clears(r):
+    """A gate or claim above its bar (0, or the row's margin) at the family-wise level: its plain
+    interval and test (``_clears``) and, in a family of several, its Holm-adjusted p below
+    ``EFFECT_P`` and its interval at the Holm level above the bar."""
+    if r is None or not _clears(r) or not r["lo"] > _bar(r):
         return False
     if int(r.get("holm_m", 1) or 1) <= 1:
         return True
-    return r.get("p_holm", math.nan) < EFFECT_P and holm_interval(r, EFFECT_P)[0] > 0
+    return r.get("p_holm", math.nan) < EFFECT_P and holm_interval(r, EFFECT_P)[0] > _bar(r)
 
 
 def _cip(r: dict | None) -> str:
@@ -185,15 +196,18 @@ def _failed(r: dict | None, claim: bool = False) -> str:
     the Holm level (empty when the interval itself reaches 0: the table shows that)."""
     if r is None or not r["lo"] > 0:
         return ""
-    m = int(r.get("holm_m", 1) or 1)
+    m, bar = int(r.get("holm_m", 1) or 1), _bar(r)
+    if bar and not r["lo"] > bar:
+        return f"interval not above the margin {bar:g}"
     if row_p(r) >= EFFECT_P:
-        return f"sign-flip p {row_p(r):.2g}"
+        return f"sign-flip p {row_p(r):.2g}" + (f" (of > {bar:g})" if bar else "")
     if m > 1 or claim:
         ph = r.get("p_holm", math.nan)
         if not ph < EFFECT_P:
             return f"Holm p {ph:.2g}" + (f" over {m}" if m > 1 else "")
         lo, hi = holm_interval(r, EFFECT_P)
-        return "no interval at the Holm level" if math.isnan(lo) else f"at the Holm level [{lo:.2f}, {hi:.2f}]"
+        return "no interval at the Holm level" if math.isnan(lo) else (
+            f"at the Holm level [{lo:.2f}, {hi:.2f}]" + (f", not above the margin {bar:g}" if bar else ""))
     return ""
 
 

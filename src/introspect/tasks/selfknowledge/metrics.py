@@ -44,6 +44,7 @@ from introspect.tasks.selfknowledge.rows import (
     modal_letter,
     n_unique,
     num,
+    order_consistency,
     prop,
     row,
     value,
@@ -190,6 +191,10 @@ def summarize_seb_restriction(df: pd.DataFrame) -> pd.DataFrame:
               for x in ([y for ls in ll for y in ls] if ll else [None if j is None else "AB"[not j] for j in jj])]
         rows += modal_letter(keys, "predict_modal_letter_rate", pl, n_items=len(s))
         rows += modal_letter(keys, "judge_modal_letter_rate", jl, n_items=len(s))
+        # asked in both orders: does the choice follow the option when the letters swap?
+        rows += order_consistency(keys, "predict_order_consistency", lists(s, "predict_letters"), cl)
+        jp = [(ls, c) for ll, c in zip(lists(s, "judge_letters"), cl) for ls in (ll or ())]
+        rows += order_consistency(keys, "judge_order_consistency", [x for x, _ in jp], [c for _, c in jp])
         pm = num(s, "predict_mass")
         if np.isfinite(pm).any():
             rows.append(row(keys, "predict_mean_mass", bootstrap_mean(pm), int(np.isfinite(pm).sum())))
@@ -293,6 +298,8 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
         # prior in p_harder, and this rate shows how much prior there was to cancel
         rows += modal_letter(keys, "pair_modal_letter_rate", [_ab_letter(x) for v in lists(s, "p_first_is_A")
                                                               for pr in v for x in pr], n_items=len(s))
+        pairs = [([_ab_letter(x) for x in pr], k) for k, v in enumerate(lists(s, "p_first_is_A")) for pr in v]
+        rows += order_consistency(keys, "pair_order_consistency", [x for x, _ in pairs], [k for _, k in pairs])
         pm = np.array([float(x) for v in lists(s, "pair_mass") for pr in v for x in pr if isnum(x)])
         if pm.size:  # the A/B decision's mass on "A" and "B", both orders of each pair
             rows.append(row(keys, "pair_mean_mass", bootstrap_mean(pm), pm.size, n_items=len(s)))

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from introspect.stats import clustered as C
 from introspect.stats.intervals import wilson
 from introspect.stats.items import score_block
 
@@ -62,6 +63,20 @@ def modal_letter(keys: dict[str, Any], metric: str, choices: Sequence[Any], *,
     letters = [c for c in (str(v) for v in choices) if len(c) == 1 and c in "ABCDEFGH"]
     return prop(keys, metric, max(map(letters.count, set(letters))), len(letters),
                 n_items=n_items) if letters else []
+
+
+def order_consistency(keys: dict[str, Any], metric: str, pairs: Sequence[Any], items: Sequence[Any]) -> list[dict]:
+    """Two-option decisions asked in both orders (``pairs``: [letter in the first order, letter in
+    the swapped one], ``items``: the item of each): the share whose choice follows the option when
+    the order swaps (the two letters differ). Why not a modal-letter bar: with two options the most
+    common letter is at least 0.5 by arithmetic; here a reader that says one letter whatever it
+    reads scores 0, one that follows the options 1, a coin 0.5. Interval over items (``rate``)."""
+    ok = [(ls, c) for ls, c in zip(pairs, items)
+          if isinstance(ls, (list, tuple)) and len(ls) == 2 and all(x in ("A", "B") for x in ls)]
+    if not ok:
+        return []
+    e = C.rate([float(ls[0] != ls[1]) for ls, _ in ok], [str(c) for _, c in ok])
+    return [row(keys, metric, e.interval, e.n, n_items=e.g)]
 
 
 def draw_rows(keys: dict[str, Any], k: Sequence[Any], n_items: int) -> list[dict]:
