@@ -237,3 +237,22 @@ def test_a_repository_preset_path_outside_the_repository_points_to_its_name(tmp_
     with pytest.raises(ConfigError, match=r"experiments/presets/quick\.yaml: no such file "
                                           r"\(the shipped preset is named by itself: quick\)"):
         settings.load_settings("experiments/presets/quick.yaml")
+
+
+@pytest.mark.parametrize(("tasks", "printed"), [(["refusal"], False), (["seb-restriction"], False), (["D"], True),
+                                                (["A", "seb-restriction"], True)])
+def test_the_layer_line_is_printed_only_where_a_task_uses_layers(monkeypatch, tmp_path, capsys, tasks, printed):
+    """A run of tasks that neither inject nor read the residual stream prints no default-layers
+    line and no layer × α grid: those numbers mean nothing to it."""
+    from types import SimpleNamespace
+
+    from introspect.cli import settings
+    from introspect.tasks import runner
+
+    summary = SimpleNamespace(model="m", table=lambda: "")
+    monkeypatch.setattr(settings, "load", lambda *a, **k: SimpleNamespace(cfg=SimpleNamespace(n_layers=6)))
+    monkeypatch.setattr(runner, "run_grid", lambda *a, **k: summary)
+    monkeypatch.setattr(settings, "report", lambda *a, **k: None)
+    assert settings.run_settings({"tasks": tasks, "out": str(tmp_path)}) == 0
+    out = capsys.readouterr().out
+    assert ("layers not given" in out) is printed and ("layers=[" in out) is printed, out

@@ -152,7 +152,8 @@ def test_summary_reports_cloze_accuracy_beside_the_letter_reading():
     assert s.loc["cloze_letter_agreement", "value"] == pytest.approx(4 / 12)  # cloze picks A on 4
     assert {"cloze_accuracy_sum", "cloze_accuracy_token"} <= set(s.index)
     h = headline_table(s.reset_index().assign(layer_idx=float("nan"), alpha=float("nan"), alpha_units=None))
-    assert list(h.metric[:3]) == ["cloze_accuracy", "accuracy", "modal_letter_rate"]
+    assert list(h.metric[:2]) == ["cloze_accuracy", "modal_letter_rate"]  # the letter accuracy leaves them
+    assert "accuracy" not in set(h.metric) and "accuracy" in s.index
     assert h.role.iloc[0] == "headline"  # the letter-free reading heads the task
     h0 = headline_table(ability.summarize_ability(_records().drop(columns=[c for c in _records() if "cloze" in c]))
                         .assign(layer_idx=float("nan"), alpha=float("nan"), alpha_units=None))

@@ -14,9 +14,9 @@ what it is.
 - a **letter-biased** agent that says "A" in both orders (restriction, difficulty): its reading
   cancels to chance and the modal-letter rate flags it.
 
-The SEB summaries carry no test of "beyond the surface" (no likelihood-ratio test or paired
-difference, as the Delegate Game has): the surface baseline is a row beside the logit reading,
-so "beyond" here is the logit reading's interval above the baseline's. The difficulty baseline
+Beyond the surface: association and restriction carry ``logit_beyond_surface`` (the prediction's
+coefficient in a clustered logit of the behaviour on the surface features); difficulty carries
+``logit_pair_accuracy_beyond_length``. The difficulty baseline
 follows length in whichever direction the other question groups favour, so a "shorter is
 harder" agent meets it too.
 """
@@ -249,6 +249,32 @@ def test_restriction_letter_biased_agent():
     assert s.loc["predict_order_consistency", "value"] == 0.0  # one letter in both orders: never follows the option
 
 
+def test_beyond_the_surface_is_recovered(few_resamples):
+    """``logit_beyond_surface``: the prediction's log-odds in a logit of the behaviour on the
+    surface features, clustered by item. The oracle predicts exactly its own propensity (true
+    coefficient 1, above 0); the null's covers 0; the surface agent's prediction is a function of
+    the surface, so there is nothing to test beyond it and no row."""
+    for task in ("association", "restriction"):
+        oracle, surface, null = (_read(task, k) for k in ("oracle", "surface", "null"))
+        b = oracle.loc["logit_beyond_surface"]
+        assert b["lo"] > 0 and b["lo"] <= 1 <= b["hi"] and oracle.loc["logit_beyond_surface_p", "value"] < 0.05
+        assert null.loc["logit_beyond_surface", "lo"] <= 0 <= null.loc["logit_beyond_surface", "hi"]
+        assert "logit_beyond_surface" not in surface.index
+
+
+@pytest.mark.calibration
+@pytest.mark.parametrize("task", ["association", "restriction"])
+def test_beyond_the_surface_interval_covers_over_seeds(few_resamples, task):
+    """Coverage of the clustered logit's interval at two truths, 40 seeds each: the null's
+    coefficient is 0, the oracle's 1 (measured 2026-12-06: association 38 and 38 of 40 cover,
+    restriction 38 and 36)."""
+    null = [_read(task, "null", seed).loc["logit_beyond_surface"] for seed in range(SEEDS)]
+    oracle = [_read(task, "oracle", seed).loc["logit_beyond_surface"] for seed in range(SEEDS)]
+    assert sum(not r["lo"] <= 0 <= r["hi"] for r in null) <= MAX_FALSE
+    assert sum(not r["lo"] <= 1 <= r["hi"] for r in oracle) <= MAX_FALSE
+    assert all(r["lo"] > 0 for r in oracle)  # and it finds the oracle every time
+
+
 @pytest.mark.calibration
 def test_restriction_null_over_seeds(few_resamples):
     false = sum(_excludes(_read("restriction", "null", seed).loc["logit_auroc"]) for seed in range(SEEDS))
@@ -304,3 +330,43 @@ def test_difficulty_length_baseline_catches_a_shorter_is_harder_agent():
         raise RuntimeError("the planted length agent is no longer read above chance")
     assert s.loc["logit_pair_accuracy", "value"] <= s.loc["surface_length_pair_accuracy", "hi"]
     assert not s.loc["logit_pair_accuracy_beyond_length", "lo"] > 0
+
+
+# ---------------------------------------------------------------- association: word frequency
+def frequency_agent(n_targets: int = 40, n_options: int = 8, k: int = 5, seed: int = 0) -> pd.DataFrame:
+    """An association agent that lists common English words and predicts exactly that: its
+    behaviour and its prediction both follow word frequency, a surface, not self-knowledge."""
+    wordfreq = pytest.importorskip("wordfreq")
+    rng = np.random.default_rng(seed)
+    pool = [w for w in wordfreq.top_n_list("en", 20000)[300:] if w.isascii() and w.isalpha() and 4 <= len(w) <= 9
+            and not w.endswith("s")]  # no plurals: no option is another's form under ``word_forms``
+    vocab = [str(w) for w in rng.choice(pool, n_targets * n_options, replace=False)]
+    rows = []
+    for t in range(n_targets):
+        opts = vocab[t * n_options:(t + 1) * n_options]
+        q = _sig([(wordfreq.zipf_frequency(w, "en") - 4.0) * 2.5 for w in opts])
+        listed = rng.random((k, n_options)) < q
+        lists = [[o for o, x in zip(opts, row) if x] + [f"filler{t}x{d}"] for d, row in enumerate(listed)]
+        named = [o for o, x in zip(opts, q) if x >= 0.5]
+        grade = grade_association(lists, [False] * k, opts, ", ".join(named) or "none",
+                                  [Decision(("yes", "no"), (x, 1 - x), 0.9) for x in map(float, q)])
+        grade["said_cut"] = False
+        rows.append(_record("seb-association", grade, word=f"target{t}"))
+    return pd.DataFrame(rows)
+
+
+def test_association_surface_holds_word_frequency(monkeypatch, few_resamples):
+    """With ``wordfreq`` the surface baseline reads word frequency, so an agent that lists and
+    predicts common words is no better than its surface; with length alone the same agent looked
+    far beyond it."""
+    from introspect.tasks.selfknowledge import wordfeat
+
+    df = frequency_agent()
+    s = summarize_seb_association(df).set_index("metric")
+    assert s.loc["surface_word_frequency", "value"] == 1.0
+    assert s.loc["logit_auroc", "lo"] > 0.5 and s.loc["surface_auroc", "lo"] > 0.5
+    assert not s.loc["logit_auroc", "lo"] > s.loc["surface_auroc", "hi"]  # not beyond its surface
+    monkeypatch.setattr(wordfeat, "zipf", lambda: None)
+    short = summarize_seb_association(df).set_index("metric")
+    assert short.loc["surface_word_frequency", "value"] == 0.0
+    assert short.loc["logit_auroc", "lo"] > short.loc["surface_auroc", "hi"]  # length alone misses it

@@ -15,7 +15,8 @@ from introspect.tasks.selfknowledge.metrics import without_one_class_truth
 SK = ["seb-association", "seb-restriction", "seb-difficulty", "delegate", "recovery"]
 # shown only when their condition holds (a K = 1 truth, a short-answer game, a fitted regression,
 # ten items or more, an error of each kind, an untied pair, a right clean answer); each is produced in tests/selfknowledge/test_truths.py or test_sk_metrics.py
-CONDITIONAL = {"warning_single_draw_truth", "warning_judged_truth_one_class", "entropy_unavailable", "surface_auroc", "odds_ratio[baseline_error]",
+CONDITIONAL = {"warning_single_draw_truth", "warning_judged_truth_one_class", "entropy_unavailable", "surface_auroc",
+               "logit_beyond_surface", "odds_ratio[baseline_error]",  # ten items or more, a prediction beyond it
                "other_modelling_or_per_0.1", "text_over_niceness",
                "majority_pair_baseline", "surface_length_pair_accuracy",  # two question groups or more
                "recovery_rate", "rotation_consistency"}  # only with rotations

@@ -461,8 +461,14 @@ def test_every_multiple_choice_reading_states_its_modal_letter_rate():
                                                                     alpha_units=None)
     h = headline_table(both)
     for task, metric in (("ability", "modal_letter_rate"), ("seb-restriction", "predict_order_consistency"),
-                         ("seb-restriction", "judge_order_consistency"), ("seb-difficulty", "pair_order_consistency")):
+                         ("seb-restriction", "judge_order_consistency"), ("seb-difficulty", "pair_order_consistency"),
+                         ("ability", "accuracy")):
         assert ((h.task == task) & (h.metric == metric)).any(), (task, metric)
+    # with a letter-free reading (the options' text scored, cloze) the letter accuracy leaves the headlines
+    cz = M.summarize_ability(_df("ability", [{"correct": k == 0, "choice": "AABA"[k], "cloze_choice": "ABCD"[k],
+                                              "cloze_correct": k < 2} for k in range(4)]))
+    hc = headline_table(cz.assign(model_id="m", layer_idx=np.nan, alpha=np.nan, alpha_units=None))
+    assert list(hc.metric[:2]) == ["cloze_accuracy", "modal_letter_rate"] and "accuracy" not in set(hc.metric)
 
 
 def test_a_dropped_one_class_truth_says_why(monkeypatch):

@@ -320,6 +320,7 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
     """Run every model of a settings dict, print summaries, write summary + dashboard. Returns 0."""
     from introspect.engine.load.devices import release
     from introspect.engine.load.models import DEFAULT_MODEL
+    from introspect.tasks import get_task
     from introspect.tasks.runner import DEFAULT_LAYERS_NOTE, run_grid, validate
 
     models = s.get("models") or [DEFAULT_MODEL]
@@ -345,14 +346,15 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
                      adapter_scale=adapter_scale, revision=revision, remove_direction=remove_direction,
                      refusal_requests=refusal_requests, **({"attn_implementation": attention} if attention else {}))
         cfg = task_config(s, model.cfg.n_layers)
-        chosen = [] if "layers" in s or s.get("layers_grid") is not None else [DEFAULT_LAYERS_NOTE]
+        layered = any(get_task(t).layered for t in tasks)  # no task here reads layers: none to print
+        chosen = [] if "layers" in s or s.get("layers_grid") is not None or not layered else [DEFAULT_LAYERS_NOTE]
         if chosen:
             print(f"{name}: layers {list(cfg.layers)} of 0..{model.cfg.n_layers - 1}: {DEFAULT_LAYERS_NOTE}")
         summary = run_grid(model, tasks, cfg, out, shard=shard, resume=resume, progress=progress,
                            notes=[*notes, *chosen], reproducible=reproducible)
         summaries.append(summary)
         grid = (f"  layers={list(cfg.layers)}  alphas={list(cfg.alphas)} ({cfg.alpha_units})"
-                if cfg.layers else "")
+                if cfg.layers and layered else "")
         print(f"\n== {summary.model}{grid}  shard={shard and f'{shard[0]}/{shard[1]}'}")
         print(summary.table())
         del model

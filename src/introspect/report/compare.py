@@ -46,9 +46,9 @@ HEADLINES: dict[str, tuple[str, ...]] = {
           "auc_delta_cos_ctrl"),
     # self-knowledge: the logit reading first, then its baselines, the text reading and the
     # warnings that say what a figure cannot mean (metrics of tasks.selfknowledge.metrics)
-    "seb-association": ("logit_auroc", "logit_accuracy", "logit_majority_baseline", "surface_auroc",
+    "seb-association": ("logit_auroc", "logit_accuracy", "logit_majority_baseline", "surface_auroc", "logit_beyond_surface",
                         "text_accuracy", "text_parse_rate", "low_mass_rate", "warning_single_draw_truth"),
-    "seb-restriction": ("logit_auroc", "logit_accuracy", "logit_majority_baseline", "surface_auroc",
+    "seb-restriction": ("logit_auroc", "logit_accuracy", "logit_majority_baseline", "surface_auroc", "logit_beyond_surface",
                         "logit_rule_auroc", "predict_order_consistency", "judge_order_consistency", "text_accuracy", "text_over_niceness", "predict_low_mass_rate",
                         "response_cut_rate", "warning_single_draw_truth", "warning_judged_truth_one_class"),
     "seb-difficulty": ("logit_pair_accuracy", "pair_order_consistency", "majority_pair_baseline", "surface_length_pair_accuracy", "text_pair_accuracy", "text_parse_rate",
@@ -140,6 +140,10 @@ def _same_cell(g: pd.DataFrame, best: pd.Series) -> pd.DataFrame:
     return g[mask]
 
 
+# a letter reading that leaves the headlines when its letter-free reading is there: task -> (letter-free, letter)
+LETTER_FREE = {"ability": ("cloze_accuracy", ("accuracy",))}
+
+
 def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Tidy headline rows from a ``summarize`` table (any number of models)."""
     out: list[dict] = []
@@ -150,6 +154,9 @@ def headline_table(summary: pd.DataFrame) -> pd.DataFrame:
     for (task, variant, model), g in s.groupby(["task", "variant", "model_id"], sort=True):
         have = set(g["metric"])
         wanted = HEADLINES.get(str(task), ())
+        free, letter = LETTER_FREE.get(str(task), ("", ()))
+        if free in have:  # the letter accuracy is beside the point where the options' text was scored
+            wanted = tuple(m for m in wanted if m not in letter)
         present = [m for m in wanted if m in have] or [m for m in STEERING if m in have] or [
             str(g["metric"].iloc[0])]
         cells = g[(g["metric"] == present[0]) & g["value"].notna()]

@@ -171,6 +171,12 @@ class TaskSpec:
     plan: PlanFn
     execute: ExecuteFn
     uses_injection: bool = True  # False for the self-knowledge benchmarks (no layer x alpha grid)
+    uses_layers: bool | None = None  # injects at or reads the residual stream at layers (default: uses_injection)
+
+    @property
+    def layered(self) -> bool:
+        """Whether the run's layers mean anything to this task (so are worth printing)."""
+        return self.uses_injection if self.uses_layers is None else self.uses_layers
 
 
 TASKS: dict[str, TaskSpec] = {}

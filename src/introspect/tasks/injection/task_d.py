@@ -103,4 +103,4 @@ def execute(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
 
 
 register(TaskSpec("D", "Intentional control: cosine of activations with the concept, think vs don't think", plan, execute,
-                  uses_injection=False))
+                  uses_injection=False, uses_layers=True))
