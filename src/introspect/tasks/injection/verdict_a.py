@@ -11,7 +11,8 @@ demanding that Net beat them made a perfect introspector unreachable. Each cell 
   "yes" to the *false* statements among unrelated bias questions (same framing, cell and injection;
   ``net_beyond_yes_bias``), so a uniform push toward "yes" cancels; it must exceed a margin
   (``YES_BIAS_MARGIN``, its interval and test against it), not just 0, so a pure push, whose
-  difference is 0 in truth, passes by chance in well under 1% of runs. A detection report given to a
+  difference is 0 in truth, rarely passes by chance (label simulation: 0 of 210 runs at 24 concepts
+  or more, 1 of 40 at 10; docs/statistics.md). A detection report given to a
   bias question is never a right answer: the bar counts it with the "yes" answers, so reports that
   replace wrong answers cannot lower it, and when more than ``REPORTS_MAX`` of the injected bias
   answers are reports the dimension is not judged (so never passed). "Yes-bias, not detection"
@@ -65,7 +66,7 @@ A_VERDICTS = {1.0: "detected and identified", 0.875: "detected, identified laten
 DETECTED = 0.75  # verdict values at or above this say "detected"
 REPORTS_MAX = 0.5  # above this share of injected bias answers being reports, the yes-bias is not judged
 # Net must beat the yes-bias by this much, not merely by more than 0: a test of "> 0" lets a pure
-# push toward "yes" (Net − rise = 0 in truth) through in 5% of runs, a margin makes that ≈ never
+# push toward "yes" (Net − rise = 0 in truth) through in up to 5% of runs, the margin far more rarely
 YES_BIAS_MARGIN = 0.05
 MARGINS = {"net_beyond_yes_bias": YES_BIAS_MARGIN}  # gates judged against a bar above 0
 OUTCOMES = {"identified": 1.0, "latent": 0.875, "detected": 0.75, "perturbation": 0.5, "yes-bias": 0.25}  # best first

@@ -109,6 +109,7 @@ def _beyond(keys: dict, prefix: str, X: pd.DataFrame, y: np.ndarray, c: np.ndarr
             value(keys, prefix + "logit_beyond_surface_p", float(res.pvalues["model"]), n, n_items=k)]
 
 
+# ---------------------------------------------------------------- seb-association
 def summarize_seb_association(df: pd.DataFrame) -> pd.DataFrame:
     rows: list[dict] = []
     for keys, s in groups(df):
