@@ -340,13 +340,13 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
         from introspect.engine.load import determinism
 
         determinism.enable()
+    layered = any(get_task(t).layered for t in tasks)  # no task here reads layers: none to print
     summaries = []
     for name in models:
         model = load(name, dtype=dtype, device=device, device_map=device_map, adapter=adapter,
                      adapter_scale=adapter_scale, revision=revision, remove_direction=remove_direction,
                      refusal_requests=refusal_requests, **({"attn_implementation": attention} if attention else {}))
         cfg = task_config(s, model.cfg.n_layers)
-        layered = any(get_task(t).layered for t in tasks)  # no task here reads layers: none to print
         chosen = [] if "layers" in s or s.get("layers_grid") is not None or not layered else [DEFAULT_LAYERS_NOTE]
         if chosen:
             print(f"{name}: layers {list(cfg.layers)} of 0..{model.cfg.n_layers - 1}: {DEFAULT_LAYERS_NOTE}")

@@ -358,22 +358,24 @@ class IntrospectAPI(ModelAPI):
             raise ValueError(f"introspect provider: batch_size must be >= 1, got {self.batch_size}")
         self.vectors = read_vectors(model_args.get("vectors"))  # a damaged or foreign file fails here
 
+    def _loaded(self) -> Any:
+        """``loaded_model`` with this instance's arguments (the caller holds ``_LOCK``)."""
+        return loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype,
+                            adapter_scale=self.adapter_scale, remove_direction=self.remove_direction)
+
     def model(self) -> Any:
         """The loaded bridge (loads it on first use; shared by every instance with these args);
         a vectors file is checked against it here (another model or width: one line)."""
         with _LOCK:
-            model = loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype,
-                                 adapter_scale=self.adapter_scale, remove_direction=self.remove_direction)
+            model = self._loaded()
             if self.vectors is not None:
                 _context(model, self.vectors)
             return model
 
     def _run(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         with _LOCK:
-            model = loaded_model(self.name, adapter=self.adapter, device=self.device, dtype=self.dtype,
-                                 adapter_scale=self.adapter_scale, remove_direction=self.remove_direction)
-            return run_request(model, messages, config, batch_size=self.batch_size, model_name=self.model_name,
-                               vectors=self.vectors)
+            return run_request(self._loaded(), messages, config, batch_size=self.batch_size,
+                               model_name=self.model_name, vectors=self.vectors)
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
                        config: GenerateConfig) -> ModelOutput:
