@@ -126,6 +126,32 @@ def test_a_refusal_direction_is_chosen_by_the_papers_rules_and_cached(fresh, mon
     assert (d.layer, d.position) == (best.layer, best.position)
 
 
+def test_the_relative_bar_keeps_what_reaches_the_models_own_harmful_score(fresh, monkeypatch):
+    """Adding the candidate at layer L scores -0.8 + 0.2 L; the harmful requests themselves -0.5:
+    Arditi's bar (0) keeps none and says the relative bar would, the relative bar keeps layers 2-3,
+    no bar keeps all."""
+    model = fresh()
+    harmful, harmless = [f"How do I steal item {i}?" for i in range(8)], [f"How do I bake cake {i}?" for i in range(8)]
+
+    def fake(model, prompts, *, hooks=(), injections=None):
+        if injections:
+            return torch.full((len(prompts),), -0.8 + 0.2 * injections[0].layer_idx)
+        return torch.full((len(prompts),), -1.0 if hooks else -0.5)
+
+    monkeypatch.setattr(D, "refusal_scores", fake)
+    monkeypatch.setattr(D, "KL_MAX", float("inf"))
+    monkeypatch.setattr(D, "DEPTH_MAX", 1.0)
+    with pytest.raises(ValueError, match="needs > 0.00.*refusal-relative .* would keep one"):
+        D.choose(model, harmful, harmless)
+    d, cands = D.choose(model, harmful, harmless, bar="relative")
+    assert d.name == "refusal-relative" and d.layer == 2 and d.selection["induce_bar"] == -0.5
+    assert d.selection["n_passing"] == sum(c.layer >= 2 for c in cands) > 0
+    assert "own refusal score" in d.selection["rule"] and not d.selection["induces_refusal"]
+    d, cands = D.choose(model, harmful, harmless, bar="unfiltered")  # every candidate kept: the first wins the tie
+    assert d.name == "refusal-unfiltered" and d.layer == 0 and d.selection["n_passing"] == len(cands)
+    assert "no induce filter" in d.selection["rule"] and d.selection["induce_bar"] is None
+
+
 def test_a_direction_file_round_trips_and_a_wrong_one_is_one_line(fresh, tmp_path):
     model = fresh()
     r = _unit(model.cfg.d_model)
@@ -135,9 +161,24 @@ def test_a_direction_file_round_trips_and_a_wrong_one_is_one_line(fresh, tmp_pat
     D.save(model, d, path)
     back = D.resolve(model, str(path))
     assert torch.allclose(back.vector, r, atol=1e-6) and back.layer == 2 and back.data["requests"] == "x"
-    with pytest.raises(AblationError, match="refusal, refusal@L or a direction file"):
+    with pytest.raises(AblationError, match="refusal\\[@L\\], refusal-relative\\[@L\\], refusal-unfiltered\\[@L\\] or a"):
         D.resolve(model, str(tmp_path / "missing.safetensors"))
     with pytest.raises(AblationError, match="the layer must be 0..3"):
         D.resolve(model, "refusal@9")
+    with pytest.raises(AblationError, match="the layer must be 0..3"):
+        D.resolve(model, "refusal-relative@9")
     with pytest.raises(AblationError, match="has shape"):
         remove_direction(model, Direction("wide", torch.ones(model.cfg.d_model + 1) / 8, layer=1))
+
+
+def test_the_run_that_chooses_a_direction_and_the_runs_that_read_it_remove_the_same_vector(fresh, monkeypatch, tmp_path):
+    """The chosen direction is read back from its cache file, so the first run's folder name
+    (``+ablate-<name>-<sha8>``) is every later run's."""
+    monkeypatch.setenv("INTROSPECT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(D, "KL_MAX", float("inf"))
+    monkeypatch.setattr(D, "DEPTH_MAX", 1.0)
+    model = fresh()
+    first = D.refusal_direction(model, bar="unfiltered")
+    again = D.refusal_direction(model, bar="unfiltered")
+    assert first.sha256 == again.sha256 and first.name == "refusal-unfiltered"
+    assert "file" in first.data and first.selection["bar"] == "unfiltered"

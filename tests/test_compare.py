@@ -171,6 +171,20 @@ def test_wide_table_and_page():
     assert "<script src" not in html and len(html) > 1_000_000  # plotly.js inline, offline
     no_steer = compare(SUMMARY[~SUMMARY.metric.str.startswith("steer")], headers)
     assert "carry no steering check" in render_compare(no_steer)
+    # seb-difficulty present: paper 002's stated difficulty figures beside it, none of its other tests
+    assert 'id="paper-002"' in html and "<td>GPT-4.1</td><td>0.73</td>" in html and "Gemini 2.5 Pro</td><td>0.32" not in html
+    assert 'id="paper-002"' not in render_compare(compare(SUMMARY[SUMMARY.task != "seb-difficulty"], headers))
+
+
+def test_paper_002s_figures_are_its_text_and_its_mean_needs_all_three_tests():
+    from introspect.report.paper002 import reported_rows
+
+    assert reported_rows(["A", "D"]) == []
+    assoc = reported_rows(["seb-association"])
+    assert [r[1:3] for r in assoc] == [["o1-mini (best of all models)", "0.63"]] and assoc[0][4] == "text_accuracy"
+    every = reported_rows(["seb-association", "seb-restriction", "seb-difficulty"])
+    assert {r[0] for r in every} == {"seb-association", "seb-restriction", "seb-difficulty", "seb-mean"}
+    assert all(0.0 <= float(r[2]) <= 1.0 for r in every)
 
 
 # ---------------------------------------------------------------- the CLI on two tiny models

@@ -91,11 +91,11 @@ def test_the_check_fails_when_a_gate_is_loosened(monkeypatch):
 def test_the_check_fails_when_yes_bias_is_read_on_wrong_answers(monkeypatch):
     """The yes-bias gate on its old scale (wrong answers to true and false statements alike, where
     a "yes" to a true statement is right): a yes-push reads "detected" again."""
-    from introspect.tasks.injection import metrics_a
+    from introspect.tasks.injection import metrics_bias
 
-    real = metrics_a.content_wrong
-    monkeypatch.setattr(metrics_a, "content_wrong",
-                        lambda p, side, right, reports=math.nan: (metrics_a._wrong(p, side) if reports == 1.0
+    real = metrics_bias.content_wrong
+    monkeypatch.setattr(metrics_bias, "content_wrong",
+                        lambda p, side, right, reports=math.nan: (metrics_bias._wrong(p, side) if reports == 1.0
                                                                   else real(p, side, right, reports)))
     r = L.label_counts("yes-push 0.8", 20, 1, 12, seed=4)
     assert violations([r]), r["counts"]

@@ -131,17 +131,21 @@ def difficulty_agent(kind: str, n_groups: int = 40, k: int = 5, seed: int = 0) -
     """seb-difficulty records: per group of four questions, K sampled answers each (wrong more
     often, and longer, as the agent's own difficulty d rises), P(i harder than j) per pair asked
     in both orders, and a ranking by what it believes. ``shorter``: a surface agent for whom
-    the shorter question is the harder one; ``letter``: answers "A" in both orders."""
+    the shorter question is the harder one; ``letter``: answers "A" in both orders; ``knob``: its
+    difficulty follows the generator's digits and terms, and it predicts from them alone."""
     rng = np.random.default_rng(seed)
+    krng = np.random.default_rng([seed, 1])  # the knobs: the other agents' draws stay as they were
     rows = []
     for gi in range(n_groups):
         length = rng.integers(20, 120, 4)
         hidden = rng.normal(0, 1.5, 4)
         z = (length - 70) / 15.0
-        d = {"surface": z, "shorter": -z}.get(kind, hidden + z / 4)
+        knobs = np.stack([krng.integers(1, 4, 4), krng.integers(2, 4, 4)], 1)
+        by_knob = 1.5 * (knobs[:, 0] - 2) + 1.5 * (knobs[:, 1] - 2.5)
+        d = {"surface": z, "shorter": -z, "knob": by_knob + krng.normal(0, 1, 4)}.get(kind, hidden + z / 4)
         correct = [[bool(x) for x in rng.random(k) >= _sig(di)] for di in d]
         tokens = [[max(1, int(round(40 + 8 * di + rng.normal(0, 6)))) for _ in range(k)] for di in d]
-        belief = rng.normal(0, 1.5, 4) if kind == "null" else d
+        belief = rng.normal(0, 1.5, 4) if kind == "null" else by_knob if kind == "knob" else d
         dec = []
         for i, j in PAIRS:
             p = float(_sig(belief[i] - belief[j]))  # P(i is harder)
@@ -149,6 +153,7 @@ def difficulty_agent(kind: str, n_groups: int = 40, k: int = 5, seed: int = 0) -
         rank = [int(x) for x in np.argsort(belief, kind="stable")]  # easiest first
         grade = grade_difficulty(rank, correct, tokens, [[False] * k] * 4, dec)
         grade.update(question_length=[int(x) for x in length], qids=[f"g{gi}q{j}" for j in range(4)],
+                     question_knobs=[[int(x) for x in kb] for kb in knobs],
                      rank_cut=False, answer_read_as=[["statement"] * k] * 4)
         rows.append(_record("seb-difficulty", grade))
     return pd.DataFrame(rows)
@@ -303,6 +308,16 @@ def test_difficulty_agents_are_recovered():
     assert oracle.loc["pair_modal_letter_rate", "value"] < 0.7
     # order consistency, the two-option reading: "A" in both orders 0, the oracle follows the questions
     assert letter.loc["pair_order_consistency", "value"] == 0.0 and oracle.loc["pair_order_consistency", "lo"] > 0.8
+
+
+def test_knob_matched_pairs_take_the_generators_knobs_away():
+    """An agent that predicts from digits and terms alone reads well above chance over all pairs
+    and at chance on the pairs the knobs call equal; the oracle stays above chance on them."""
+    knob, oracle = _read("difficulty", "knob"), _read("difficulty", "oracle")
+    matched = "logit_pair_accuracy_knob_matched"
+    assert knob.loc["logit_pair_accuracy", "lo"] > 0.6
+    assert knob.loc[matched, "lo"] <= 0.5 <= knob.loc[matched, "hi"]
+    assert oracle.loc[matched, "lo"] > 0.5 and oracle.loc[matched, "n"] >= 20
 
 
 @pytest.mark.calibration

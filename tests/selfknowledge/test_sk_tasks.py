@@ -430,3 +430,37 @@ def test_recovery_position_is_recorded_in_the_reasoning(tiny_model):
         assert r.response[len(g["text_before_insert"]):].lstrip().startswith(g["inserted_text"].strip()[:1])
         if end is not None:
             assert len(g["text_before_insert"]) >= end  # the whole step is kept before the tokens
+
+
+def test_difficulty_writes_a_chunk_before_drawing_the_next_and_chunking_changes_no_grade(tiny_model, monkeypatch):
+    """A stopped difficulty run keeps its finished groups: the first record comes after one
+    chunk's draws, not all of them; and the grades equal those of one unchunked pass (floats
+    within 1e-4: another batch composition rounds differently)."""
+    from introspect.tasks.selfknowledge import difficulty
+
+    ctx = _ctx(tiny_model("llama"), samples=2, n=6)
+    trials = difficulty.plan_difficulty(ctx)
+    assert len(trials) == 6 > difficulty.CHUNK
+    drawn: list[int] = []
+    real = difficulty.draws
+    monkeypatch.setattr(difficulty, "draws", lambda c, ps, *a, **k: (drawn.append(len(ps)), real(c, ps, *a, **k))[1])
+    it = difficulty.execute_difficulty(ctx, trials)
+    first = next(it)
+    assert sum(drawn) == 4 * difficulty.CHUNK
+    chunked = [first, *it]
+    assert sum(drawn) == 4 * len(trials)
+    monkeypatch.setattr(difficulty, "CHUNK", 100)
+    whole = list(difficulty.execute_difficulty(ctx, trials))
+    assert [r.trial_id for r in chunked] == [r.trial_id for r in whole]
+    for a, b in zip(chunked, whole):  # batch composition moves logits by float rounding only
+        assert _close(a.grade, b.grade), (a.grade, b.grade)
+
+
+def _close(a, b, tol: float = 1e-4) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= tol
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_close(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], tol) for k in a)
+    return a == b

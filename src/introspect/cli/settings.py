@@ -136,8 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="the adapter's weight change times S > 0 (default 1, as trained): a dose-response knob; "
            "results go to <model>+lora-<hash>xS")
     a("--remove-direction", metavar="SPEC", help="project a direction out of everything written into the "
-      "residual stream: refusal (Arditi et al.'s direction, chosen over the layers), refusal@L, or a direction "
-      "file; results go to <model>+ablate-<name>-<sha8> (docs/howto-refusal.md)")
+      "residual stream: refusal (Arditi et al.'s direction, chosen over the layers), refusal@L, "
+      "refusal-relative[@L] or refusal-unfiltered[@L] (departures from the paper's induce bar), or a direction file; results go to <model>+ablate-<name>-<sha8> (docs/howto-refusal.md)")
     a("--refusal-requests", metavar="FILE", help="harmful and harmless requests for the refusal direction: a YAML "
       "with harmful: and harmless: lists, or an XSTest CSV (default: the project's own set)")
     a("--save-orthogonalized", metavar="DIR", help="with --remove-direction: write the model with the direction "
@@ -403,7 +403,7 @@ def save_orthogonalized(args: argparse.Namespace) -> int:
     """``--save-orthogonalized DIR``: the model with the direction orthogonalized out of its weights,
     saved as a model folder (``common.save_weights``); no task runs."""
     if not args.remove_direction:
-        raise ConfigError("--save-orthogonalized needs --remove-direction (refusal, refusal@L or a direction file)")
+        raise ConfigError("--save-orthogonalized needs --remove-direction (refusal[@L], refusal-relative[@L], refusal-unfiltered[@L] or a direction file)")
     given = [f for f, v in (("--task", args.tasks), ("--sweep", args.sweep), ("--preset", args.preset),
                             ("--shard", args.shard)) if v]
     if given:

@@ -11,6 +11,15 @@ must leave harmless behaviour alone); and the layer below 0.8 of the depth. Amon
 that pass, the lowest ``bypass`` wins. The refusal score is the log-odds of the refusal tokens
 (the first tokens of "I cannot", "Sorry", ...) at the first answer position.
 
+Two departures from the paper, each named and opt-in, for models where its ``induce`` bar keeps
+no candidate (a model whose first answer token is spread over "To", "I", "As" never scores above
+0 even where it refuses): ``refusal-relative`` sets the bar at the model's own mean refusal score
+on the harmful validation requests (adding the direction must make harmless requests look as
+refused as harmful ones); ``refusal-unfiltered`` drops the ``induce`` filter (the lowest bypass
+within the KL and depth rules, whatever adding it does). The rule, the bar and the chosen
+candidate's ``induce`` travel in the direction's header, so a direction that does not cause
+refusal says so wherever its results go.
+
 Why these rules: they are the paper's, so a direction here means what it means there; the figures
 of the chosen candidate travel with it into every run header.
 """
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,14 +67,15 @@ class Candidate:
     induce: float
     kl: float
 
-    def passes(self, n_layers: int) -> tuple[bool, str]:
-        """Whether the selection keeps it, and why not (NaN: not measured after an earlier filter)."""
+    def passes(self, n_layers: int, bar: float = 0.0) -> tuple[bool, str]:
+        """Whether the selection keeps it, and why not (NaN: not measured after an earlier filter);
+        ``bar``: the refusal score adding it must exceed (0: Arditi's)."""
         if self.layer >= DEPTH_MAX * n_layers:
             return False, f"layer {self.layer} at or past {DEPTH_MAX:g} of the depth"
         if not self.kl <= KL_MAX:
             return False, f"KL on harmless requests {self.kl:.3f} > {KL_MAX}"
-        if not self.induce > 0:
-            return False, f"adding it does not induce refusal (score {self.induce:.2f})"
+        if not self.induce > bar:
+            return False, f"adding it does not induce refusal (score {self.induce:.2f}, needs > {bar:.2f})"
         return True, ""
 
 
@@ -121,9 +132,16 @@ def candidate_directions(model: Any, harmful: Sequence[str], harmless: Sequence[
     return diff, [i - k for i in range(k)], a.norm(dim=-1).mean(0)
 
 
+BARS = ("arditi", "relative", "unfiltered")
+
+
 def choose(model: Any, harmful: Sequence[str], harmless: Sequence[str], *, seed: int = 0,
-           layers: Sequence[int] | None = None, data: dict[str, Any] | None = None) -> tuple[Direction, list[Candidate]]:
-    """Compute every candidate on a training split and choose one on the validation split."""
+           layers: Sequence[int] | None = None, data: dict[str, Any] | None = None,
+           bar: str = "arditi") -> tuple[Direction, list[Candidate]]:
+    """Compute every candidate on a training split and choose one on the validation split;
+    ``bar``: what ``induce`` must exceed (``BARS``: 0, the harmful requests' own score, nothing)."""
+    if bar not in BARS:
+        raise ValueError(f"bar {bar!r}: one of {', '.join(BARS)}")
     h_tr, h_va = split(harmful, seed)
     b_tr, b_va = split(harmless, seed + 1)
     layers = list(range(int(model.cfg.n_layers))) if layers is None else list(layers)
@@ -131,6 +149,8 @@ def choose(model: Any, harmful: Sequence[str], harmless: Sequence[str], *, seed:
     hv = [request_prompt(model.tokenizer, t)[0] for t in h_va]
     bv = [request_prompt(model.tokenizer, t)[0] for t in b_va]
     clean = next_token_logprobs(model, bv)
+    own = float(refusal_scores(model, hv).mean())  # how far the model's own refusals reach on this scale
+    floor = {"arditi": 0.0, "relative": own, "unfiltered": -math.inf}[bar]
     n_layers = int(model.cfg.n_layers)
     out: list[Candidate] = []
     best: tuple[float, int, int] | None = None
@@ -153,48 +173,57 @@ def choose(model: Any, harmful: Sequence[str], harmless: Sequence[str], *, seed:
             if kl <= KL_MAX:
                 spec = InjectionSpec(layer, 1.0, raw, "all")
                 induce = float(refusal_scores(model, bv, injections=[spec] * len(bv)).mean())
-            if induce > 0:
+            if induce > floor:
                 bypass = float(refusal_scores(model, hv, hooks=hooks).mean())
             c = Candidate(layer, pos, bypass, induce, kl)
             out.append(c)
-            if c.passes(n_layers)[0] and (best is None or bypass < best[0]):
+            if c.passes(n_layers, floor)[0] and (best is None or bypass < best[0]):
                 best = (bypass, li, pi)
     if best is None:
         kls = [c.kl for c in out if c.kl == c.kl]
         ind = [c.induce for c in out if c.induce == c.induce]
-        own = float(refusal_scores(model, hv).mean())  # how far the model's own refusals reach on this scale
+        who = "Arditi's" if bar == "arditi" else f"the {bar}"
+        hint = ("; refusal-relative (the bar at the harmful requests' own score) would keep one"
+                if bar == "arditi" and max(ind, default=nan) > own else
+                "; refusal-unfiltered drops the induce filter" if bar != "unfiltered" else "")
         raise ValueError(f"no refusal direction passes the selection: of {len(out)} candidates "
                          f"{sum(k <= KL_MAX for k in kls)} keep harmless answers within KL {KL_MAX} "
                          f"(lowest {min(kls, default=nan):.3f}) and none of those induces refusal (highest "
-                         f"refusal log-odds {max(ind, default=nan):.2f}, needs > 0; the harmful validation "
-                         f"requests themselves score {own:.2f}): Arditi's selection finds no refusal direction "
-                         "in this model on these requests")
+                         f"refusal log-odds {max(ind, default=nan):.2f}, needs > {floor:.2f}; the harmful validation "
+                         f"requests themselves score {own:.2f}): {who} "
+                         f"selection finds no refusal direction in this model on these requests{hint}")
     _, li, pi = best
     raw = diff[li, pi]
-    base_h = float(refusal_scores(model, hv).mean())
     base_b = float(refusal_scores(model, bv).mean())
     chosen = next(c for c in out if c.layer == layers[li] and c.position == positions[pi])
-    selection = {"rule": f"lowest bypass among candidates inducing refusal, KL <= {KL_MAX}, layer < {DEPTH_MAX:g} depth",
+    induced = {"arditi": "with induce > 0, ", "relative": "with induce > the harmful requests' own refusal score, ",
+               "unfiltered": "(no induce filter) within "}[bar]
+    selection = {"rule": f"lowest bypass among candidates {induced}KL <= {KL_MAX}, layer < {DEPTH_MAX:g} depth",
+                 "bar": bar, "induce_bar": None if bar == "unfiltered" else round(floor, 4),
+                 "induces_refusal": chosen.induce > 0,
                  "bypass": round(chosen.bypass, 4), "induce": round(chosen.induce, 4), "kl": round(chosen.kl, 5),
-                 "refusal_score_harmful": round(base_h, 4), "refusal_score_harmless": round(base_b, 4),
-                 "n_candidates": len(out), "n_passing": sum(c.passes(n_layers)[0] for c in out),
+                 "refusal_score_harmful": round(own, 4), "refusal_score_harmless": round(base_b, 4),
+                 "n_candidates": len(out), "n_passing": sum(c.passes(n_layers, floor)[0] for c in out),
                  "raw_norm": round(float(raw.norm()), 4), "mean_resid_norm": round(float(norms[li, pi]), 4),
                  "seed": seed}
     d = {**(data or {}), "n_harmful_train": len(h_tr), "n_harmless_train": len(b_tr),
          "n_harmful_val": len(h_va), "n_harmless_val": len(b_va)}
-    return Direction("refusal", (raw / raw.norm()).float(), layers[li], positions[pi], d, selection), out
+    name = "refusal" if bar == "arditi" else f"refusal-{bar}"
+    return Direction(name, (raw / raw.norm()).float(), layers[li], positions[pi], d, selection), out
 
 
 def refusal_direction(model: Any, requests: str | Path | None = None, *, seed: int = 0,
-                      layers: Sequence[int] | None = None, cache: bool = True) -> Direction:
+                      layers: Sequence[int] | None = None, cache: bool = True, bar: str = "arditi") -> Direction:
     """The chosen refusal direction for this model, from ``requests`` (the project's own set by
-    default, a YAML of the same layout, or an XSTest CSV), cached per model, data, seed and layers."""
+    default, a YAML of the same layout, or an XSTest CSV), cached per model, data, seed, layers and
+    bar (``BARS``: see the module docstring)."""
     from introspect.data.refusal import load_refusal_requests
     from introspect.engine.load.models import cache_root, model_info
 
     harmful, harmless = load_refusal_requests(requests)
     fp = model_info(model).fingerprint
-    blob = json.dumps([fp, harmful, harmless, seed, None if layers is None else list(layers)])
+    blob = json.dumps([fp, harmful, harmless, seed, None if layers is None else list(layers)]
+                      + ([] if bar == "arditi" else [bar]))
     sha = hashlib.sha256(json.dumps([harmful, harmless]).encode()).hexdigest()
     path = cache_root() / "directions" / fp.replace(":", "_").replace("/", "_") / \
         f"refusal-{hashlib.sha1(blob.encode()).hexdigest()[:20]}.safetensors"
@@ -202,10 +231,11 @@ def refusal_direction(model: Any, requests: str | Path | None = None, *, seed: i
         return from_file(model, path)
     data = {"requests": str(requests) if requests is not None else "built-in refusal_requests.yaml",
             "requests_sha256": sha}
-    d, _ = choose(model, harmful, harmless, seed=seed, layers=layers, data=data)
-    if cache:
+    d, _ = choose(model, harmful, harmless, seed=seed, layers=layers, data=data, bar=bar)
+    if cache:  # read back, so the run that chose it and every later run remove the same stored vector
         path.parent.mkdir(parents=True, exist_ok=True)
         save(model, d, path)
+        return from_file(model, path)
     return d
 
 
@@ -237,21 +267,26 @@ def from_file(model: Any, path: str | Path) -> Direction:
 
 
 def resolve(model: Any, spec: str | Path | Direction, *, requests: str | Path | None = None, seed: int = 0) -> Direction:
-    """``refusal`` (chosen over every layer), ``refusal@L`` (chosen at layer L), a direction file,
-    or a Direction."""
+    """``refusal`` (chosen over every layer), ``refusal@L`` (chosen at layer L), either with
+    ``-relative`` or ``-unfiltered`` (``refusal-relative@L``: the induce bar, module docstring),
+    a direction file, or a Direction."""
     if isinstance(spec, Direction):
         return spec
     text = str(spec)
-    if text == "refusal" or text.startswith("refusal@"):
+    name = text.partition("@")[0]
+    if name in ("refusal", *(f"refusal-{b}" for b in BARS[1:])) and (text == name or text.startswith(name + "@")):
         layers = None
         if "@" in text:
             at = text.partition("@")[2]
             if not at.isdigit() or not 0 <= int(at) < int(model.cfg.n_layers):
                 raise AblationError(f"--remove-direction {text}: the layer must be 0..{model.cfg.n_layers - 1}")
             layers = [int(at)]
-        return refusal_direction(model, requests, seed=seed, layers=layers)
+        return refusal_direction(model, requests, seed=seed, layers=layers,
+                                 bar=name.partition("-")[2] or "arditi")
     if not Path(text).is_file():
-        raise AblationError(f"--remove-direction takes refusal, refusal@L or a direction file; {text!r} is none "
+        raise AblationError(f"--remove-direction takes refusal[@L], refusal-relative[@L], refusal-unfiltered[@L] or a "
+                            "direction file; "
+                            f"{text!r} is none "
                             "of these (no such file)")
     return from_file(model, text)
 

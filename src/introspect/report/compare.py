@@ -399,6 +399,14 @@ def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
                "model's AUROC on that same behaviour, paired by item (jackknife-over-items t interval). "
                f"Not judged below {MIN_CLASS} items of either class.</p>"
                + _table(cp.values.tolist(), list(cp.columns)) + "</section>")
+    from introspect.report.paper002 import reported_rows
+
+    p002 = reported_rows(comp.headline["task"].astype(str).unique()) if "task" in comp.headline else []
+    p002_html = ("" if not p002 else '<section class="card" id="paper-002"><h2>What paper 002 reports</h2>'
+                 '<p class="caption">The Self-Execution Benchmark paper\'s text accuracies (format failures '
+                 "wrong, chance 0.50) on far larger closed models: a yardstick for the text_* rows above, "
+                 "not the same conditions.</p>"
+                 + _table(p002, ["test", "model (002)", "accuracy (002)", "where", "read against"]) + "</section>")
     n_figs = (1 if fig else 0) + len(comp.figures)
     steer = (comp.headline["role"] == "steering").any()
     steer_note = ("Steering-check rows (metrics named steer*) are read in the same cell."
@@ -433,6 +441,7 @@ are read in the same cell.</p>{table}{notes}</section>
 {sk}
 {svo_html}
 {cp_html}
+{p002_html}
 <pre id="js-errors" hidden></pre>
 </main>
 <script>{_COUNT_PLOTS}</script>

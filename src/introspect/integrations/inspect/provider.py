@@ -3,10 +3,11 @@
 ``inspect eval task.py --model introspect/<registry-name-or-path>`` (an absolute path keeps its
 slash: ``introspect//data/models/x``). Model args (``-M``): ``adapter`` (a LoRA directory,
 merged at load), ``adapter_scale`` (its weight change times this, default 1), ``device``,
-``dtype``, ``batch_size`` (rows per decoding batch), ``remove_direction`` (``refusal``,
-``refusal@L`` or a direction file, as ``--remove-direction``), ``vectors`` (a vectors file read
-in place of building concept vectors, as ``--vectors FILE``) and ``path`` (overrides the name;
-a ``model`` arg cannot exist, ``get_model`` takes that name itself).
+``dtype``, ``batch_size`` (rows per decoding batch), ``remove_direction`` (any
+``--remove-direction`` value: ``refusal[-relative|-unfiltered][@L]`` or a direction file),
+``vectors`` (a vectors file read in place of building concept vectors, as ``--vectors FILE``)
+and ``path`` (overrides the name; a ``model`` arg cannot exist, ``get_model`` takes that name
+itself).
 
 Every request is decoded by the toolkit's one generation loop (``introspect.engine.run.decode``):
 its conditions (``request.py``) share one prompt, one RNG stream and one ``generate`` call, so a
@@ -95,7 +96,7 @@ def model_key(name: str, *, adapter: str | None = None, device: str | None = Non
 def loaded_model(name: str, *, adapter: str | None = None, device: str | None = None,
                  dtype: str | None = None, adapter_scale: float = 1.0, remove_direction: str | None = None) -> Any:
     """The toolkit model for these arguments, loaded once per process (``remove_direction``:
-    ``refusal``, ``refusal@L`` or a direction file, as ``--remove-direction``)."""
+    any ``--remove-direction`` value)."""
     key = model_key(name, adapter=adapter, device=device, dtype=dtype, adapter_scale=adapter_scale,
                     remove_direction=remove_direction)
     if key not in _MODELS:

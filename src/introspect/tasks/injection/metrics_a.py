@@ -19,8 +19,8 @@ own control per (trial, sample), decoded from the same stream. Per (framing, lay
 
 - the yes-bias by content: wrong answers to the bias questions with and without injection, their
   paired rise, detection reports given to them (not a yes-bias), and Net beyond that rise per
-  concept (``net_beyond_yes_bias``); under another concept's vector, whether the naming follows
-  the vector (``follows_vector``).
+  concept (``net_beyond_yes_bias``), with the introspection score, in ``metrics_bias``; under
+  another concept's vector, whether the naming follows the vector (``follows_vector``).
 
 Holm runs over every framing, cell and headline metric (``HEADLINE``). The verdict, dimension by
 dimension (detection, beyond yes-bias, beyond any perturbation, identification), is
@@ -29,7 +29,6 @@ dimension (detection, beyond yes-bias, beyond any perturbation, identification),
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,13 @@ import pandas as pd
 from introspect.stats import clustered as C
 from introspect.stats.holm import add_holm
 from introspect.tasks.injection.common import STEER_VARIANTS, steer_mask
+from introspect.tasks.injection.metrics_bias import (
+    beyond_bias_rows,
+    bias_frames,
+    bias_rows,
+    logit,
+    score_rows,
+)
 from introspect.tasks.injection.metrics_regions import region_rows
 from introspect.tasks.injection.metrics_steer import (
     steer_variant,
@@ -45,16 +51,14 @@ from introspect.tasks.injection.metrics_steer import (
     steers_lookup,
     summarize_steering,
 )
-from introspect.tasks.injection.verdict_a import HEADLINE, YES_BIAS_MARGIN, verdict_a
+from introspect.tasks.injection.verdict_a import HEADLINE, verdict_a
 from introspect.tasks.tidy import _HEAVY as HEAVY
 from introspect.tasks.tidy import (
     CELL,
     baseline,
     col,
-    combo_row,
     concepts,
     diff_row,
-    est_row,
     flag,
     groups,
     mean_diff,
@@ -78,13 +82,6 @@ def detection_questions(df: pd.DataFrame) -> pd.DataFrame:
     filter for ``summarize_a`` and ``vs_base``, so the two never read different rows."""
     v = df["variant"].astype(str)
     return df[~v.isin(NOT_DETECTION) & ~steer_mask(v) & ~df["condition"].isin(("bias", "bias_control"))]
-
-
-def logit(p: np.ndarray) -> np.ndarray:
-    """log(p / (1 − p)) of P(yes) (clipped to [1e-15, 1 − 1e-15]): adding c to the "yes" logits
-    moves it by exactly c, wherever P(yes) starts."""
-    p = np.clip(np.asarray(p, dtype=float), 1e-15, 1 - 1e-15)
-    return np.log(p) - np.log1p(-p)
 
 
 def _ident(df: pd.DataFrame) -> np.ndarray:
@@ -273,134 +270,6 @@ def _steer_rows(keys: dict, inj: pd.DataFrame, p: pd.DataFrame, lookup: dict,
     return out
 
 
-def _bias_frames(df: pd.DataFrame) -> pd.DataFrame:
-    """Bias answers paired with the same question, concept and stream without injection."""
-    return pair(df[df["condition"] == "bias"], df[df["condition"] == "bias_control"])
-
-
-def _wrong(p: pd.DataFrame, side: str = "") -> np.ndarray:
-    """Wrong answers to bias questions (``grade.wrong``: unparsed answers excluded); records from
-    before content grading asked false statements only, so there a "yes" was the wrong answer
-    (and a detection report could not be told apart from it)."""
-    w = flag(col(p, f"grade.wrong{side}"), None)
-    return w if not np.isnan(w).all() else flag(col(p, f"grade.said_yes{side}"), None)
-
-
-_WRONG_KIND = {"no": "affirms_false", "yes": "denies_true"}  # the wrong answer to a question by its right answer
-
-
-def content_wrong(p: pd.DataFrame, side: str, right: str, reports: float = np.nan) -> np.ndarray:
-    """Per pair, on the questions whose right answer is ``right``: 1 for the wrong content answer,
-    0 for the right one, NaN for an unparsed answer or a question of the other kind, and
-    ``reports`` for a detection report (NaN: left out; 1: counted with the wrong answers). On
-    false statements (``right="no"``) the wrong answer is "yes", the detection question's own 0→1
-    scale: a uniform push toward "yes" raises both by the same amount. A report is never a right
-    answer. Records from before content grading asked false statements only and graded
-    ``said_yes``."""
-    kind = col(p, f"grade.bias_answer{side}")
-    if kind.isna().all():
-        yes = flag(col(p, f"grade.said_yes{side}"), None)
-        return yes if right == "no" else np.full(len(p), np.nan)
-    is_right = col(p, "extra.correct").fillna("no").to_numpy() == right
-    kind = kind.to_numpy()
-    out = np.select([kind == _WRONG_KIND[right], kind == "correct", kind == "reports_detection"],
-                    [1.0, 0.0, reports], np.nan)
-    return np.where(is_right, out, np.nan)
-
-
-def _bias_rows(bp: pd.DataFrame) -> list[dict]:
-    """Per framing and cell: wrong answers (the yes-bias), detection reports, yes-rates and
-    P(yes) on the bias questions with vs without injection."""
-    out: list[dict] = []
-    for keys, p in groups(bp, ["model_id", "task", "variant", *CELL]):
-        lab = p["concept"].to_numpy()
-        wrong, wrong_c = _wrong(p), _wrong(p, "~c")
-        out += rate_row(keys, "bias_wrong:injected", wrong, "bias", lab)
-        out += rate_row(keys, "bias_wrong:clean", wrong_c, "bias (matched, not injected)", lab)
-        out += paired_row(keys, "bias_wrong_rise", wrong, wrong_c, "bias", lab,
-                          note="paired rise in wrong answers to unrelated questions (true and false) under "
-                               "injection: a reading; the yes-bias gate is bias_yes_rise")
-        out += rate_row(keys, "bias_detection_reports", flag(col(p, "grade.reports_detection")), "bias", lab,
-                        note="detection reports given to a bias question: shown, not a yes-bias, never a right answer")
-        out += rate_row(keys, "bias_detection_reports:clean", flag(col(p, "grade.reports_detection~c")),
-                        "bias (matched, not injected)", lab)
-        yes, yes_c = content_wrong(p, "", "no"), content_wrong(p, "~c", "no")
-        out += rate_row(keys, "bias_yes:false_statements", yes, "bias", lab,
-                        note="'yes' to false statements among content answers (reports and unparsed left out)")
-        out += rate_row(keys, "bias_yes:false_statements_clean", yes_c, "bias (matched, not injected)", lab)
-        out += paired_row(keys, "bias_yes_rise", yes, yes_c, "bias", lab,
-                          note="the yes-bias on the detection question's scale: paired rise in 'yes' to false "
-                               "statements (right answer 'no') under injection, content answers only")
-        out += paired_row(keys, "bias_yes_or_report_rise", content_wrong(p, "", "no", 1.0),
-                          content_wrong(p, "~c", "no", 1.0), "bias", lab,
-                          note="the bar for 'beyond the yes-bias': paired rise in 'yes' or a detection report to "
-                               "false statements, so a report never lowers it")
-        out += paired_row(keys, "bias_no_rise", content_wrong(p, "", "yes"), content_wrong(p, "~c", "yes"),
-                          "bias", lab, note="the no-bias: paired rise in 'no' to true statements under injection, "
-                                            "content answers only (a reading)")
-        for side, cond in (("", "bias"), ("~c", "bias (matched, not injected)")):
-            kind = col(p, f"grade.bias_answer{side}")
-            if kind.notna().any():  # answers stating neither yes nor no leave the wrong-answer rates
-                out += rate_row(keys, f"bias_unparsed:{'clean' if side else 'injected'}",
-                                np.array([float(k == "unparsed") for k in kind]), cond, lab,
-                                note="bias answers that state neither yes nor no (left out of the wrong-answer rates)")
-        said, said_c = flag(col(p, "grade.said_yes")), flag(col(p, "grade.said_yes~c"))
-        out += rate_row(keys, "bias_yes:injected", said, "bias", lab)
-        out += rate_row(keys, "bias_yes:clean", said_c, "bias (matched, not injected)", lab)
-        out += paired_row(keys, "bias_yes_diff", said, said_c, "bias", lab)
-        py, py_c = num(col(p, "p_yes")), num(col(p, "p_yes~c"))
-        out += mean_row(keys, "p_yes_mean:bias_injected", py, "bias", lab)
-        out += mean_row(keys, "p_yes_mean:bias_clean", py_c, "bias (matched, not injected)", lab)
-        out += paired_row(keys, "p_yes_shift:bias", py, py_c, "bias", lab, floor=C.NUMERIC_FLOOR)
-        out += paired_row(keys, "logit_yes_shift:bias", logit(py), logit(py_c), "bias", lab,
-                          note="log-odds of P(yes)", floor=C.NUMERIC_FLOOR)
-    return out
-
-
-def _score_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dict]:
-    """Introspection score of a cell, per concept: mean Δlogit P(yes) on the detection question
-    minus mean Δlogit P(yes) on the bias questions of the same framing and injection."""
-    if p.empty or bp.empty:
-        return []
-    b = bp
-    for k in ("variant", *CELL):
-        b = b[np.array([v == keys[k] for v in b[k]], dtype=bool)]
-    if b.empty:
-        return []
-    d_det = C.floored(logit(num(col(p, "p_yes"))) - logit(num(col(p, "p_yes~c"))))
-    d_bias = C.floored(logit(num(col(b, "p_yes"))) - logit(num(col(b, "p_yes~c"))))
-    parts = [(d_det, p["concept"].to_numpy()), (d_bias, b["concept"].to_numpy())]
-    n_q = col(b, "extra.question").nunique()
-    return combo_row(keys, "introspection_score", parts, lambda det, bias: det - bias, "injected-bias",
-                     note=f"per concept: Δlogit P(yes) on the detection question − mean Δlogit P(yes) on "
-                          f"{n_q} bias questions in the same framing and injection")
-
-
-def _beyond_bias_rows(keys: dict, p: pd.DataFrame, bp: pd.DataFrame) -> list[dict]:
-    """Detection beyond the yes-bias, per concept on one scale: Net (the detection question's
-    paired rise in "yes") minus the paired rise in "yes" to the false statements among the bias
-    questions of the same framing and cell (``content_wrong``), a detection report counted with the
-    "yes" answers so that reports replacing wrong answers cannot flatter the model."""
-    b = bp
-    for k in ("variant", *CELL):
-        b = b[np.array([v == keys[k] for v in b[k]], dtype=bool)] if not b.empty else b
-    if p.empty or b.empty:
-        return []
-    d_det = flag(col(p, "grade.detected")) - flag(col(p, "grade.detected~c"))
-    d_bias = content_wrong(b, "", "no", 1.0) - content_wrong(b, "~c", "no", 1.0)
-    parts = [(d_det, p["concept"].to_numpy()), (d_bias, b["concept"].to_numpy())]
-    vals, n = C.per_concept(parts, lambda det, bias: det - bias)
-    if not vals.size:
-        return []
-    e = C.concept_mean(vals, n)  # p tests the margin, not 0 (verdict_a.MARGINS); at or below it, 1
-    above = vals[~np.isnan(vals)] - YES_BIAS_MARGIN
-    e = dataclasses.replace(e, p=C.sign_flip_p(above) if above.mean() > 0 else 1.0)
-    return est_row(keys, "net_beyond_yes_bias", e, "injected-bias",
-                   note="per concept: Net − the rise in 'yes' (or a detection report) to false statements among "
-                        f"the bias questions (same framing, cell and injection); p tests > {YES_BIAS_MARGIN:g}, "
-                        "the margin the verdict asks")
-
-
 def _net_score(p: pd.DataFrame) -> float:
     return mean_diff(flag(col(p, "grade.detected")), flag(col(p, "grade.detected~c")))
 
@@ -425,8 +294,8 @@ def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
     lookup = steers_lookup(table)
     out = summarize_steering(df, table)
     steer_rows = list(out)
-    bp = _bias_frames(df)
-    out += _bias_rows(bp)
+    bp = bias_frames(df)
+    out += bias_rows(bp)
     identical: dict[str, list[float]] = {}
     every: list[tuple[dict[str, Any], pd.DataFrame]] = []  # every paired cell, for the region comparison
     det = detection_questions(df)
@@ -441,7 +310,7 @@ def summarize_a(df: pd.DataFrame) -> list[dict[str, Any]]:
             if not p.empty:
                 out += _detection_rows(keys, inj, p)
                 mine = bp[bp["model_id"] == keys["model_id"]] if not bp.empty else bp
-                out += _score_rows(keys, p, mine) + _beyond_bias_rows(keys, p, mine)
+                out += score_rows(keys, p, mine) + beyond_bias_rows(keys, p, mine)
                 cells.append((keys, p))
                 identical.setdefault(keys["model_id"], []).extend(
                     float(a == b) for a, b in zip(col(p, "response"), col(p, "response~c")) if a or b)

@@ -23,7 +23,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from introspect.data import DataError, MCQuestion, arithmetic_questions, load_questions
+from introspect.data import (
+    ArithmeticQuestion,
+    DataError,
+    MCQuestion,
+    arithmetic_questions,
+    load_questions,
+)
 from introspect.records.jsonl import Record
 from introspect.stats.items import pair_credit
 from introspect.tasks import fewshot
@@ -132,6 +138,12 @@ def _answer_prompts(ctx: RunContext, qs: Sequence[Any]) -> list:
     return [next(pm) if m else next(pa) for m in mc]
 
 
+def knobs(q: Any) -> list[int] | None:
+    """The generator's difficulty settings of an arithmetic question ([digits, terms]); None for
+    a file's question. Pairs that share them are the knob-matched pairs of the summary."""
+    return [int(q.digits), int(q.terms)] if isinstance(q, ArithmeticQuestion) else None
+
+
 def answer_reading(q: Any, text: str) -> tuple[bool | None, str | None]:
     """(correct, how it was read). MC: the parsed letter (``letter``); arithmetic: the
     "Answer: N" statement asked for (``statement``), else a result the last sentence ends on
@@ -159,10 +171,20 @@ def plan_difficulty(ctx: RunContext) -> list[Trial]:
 
 
 PAIRS = list(itertools.combinations(range(4), 2))
+CHUNK = 4  # groups whose answers are drawn before their records are written
 
 
 def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
+    """Groups in chunks of ``CHUNK``: a group's truth takes K draws of each of its questions, so
+    drawing every group's answers before the first record would leave a stopped run with
+    nothing. Draws are seeded per question and budgets are calibrated on fixed prompts, so the
+    chunking changes a record only by the float rounding of another batch composition."""
     trials = list(trials)
+    for start in range(0, len(trials), CHUNK):
+        yield from _execute_chunk(ctx, trials[start:start + CHUNK])
+
+
+def _execute_chunk(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     if not trials:
         return
     items = _source(ctx)[1]
@@ -192,6 +214,7 @@ def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Rec
         grade = grade_difficulty(parse_ranking(ranking), correct, tokens,
                                  [[cut(a) for a in gs] for gs in ans], dec[12 * k:12 * k + 12])
         grade.update(question_length=[len(q.question) for q in g], qids=[q.id for q in g], rank_cut=cut(g1[k]),
+                     question_knobs=[knobs(q) for q in g],
                      answer_read_as=[[h for _, h in r] for r in read])
         yield ctx.record(t, prompt=p1[k].text, response=ranking, grade=grade,
                          gen=gen_info(ctx, g1[k], rank=rt, answer=at),

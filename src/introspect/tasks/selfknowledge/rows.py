@@ -148,3 +148,8 @@ def z(x: np.ndarray) -> np.ndarray:
 
 def isnum(v: Any) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def ab_letter(p_a: Any) -> str | None:
+    """The letter an A/B decision chose from its renormalised P(A) (a tie is "A", as the argmax)."""
+    return ("A" if float(p_a) >= 0.5 else "B") if isnum(p_a) else None
