@@ -16,9 +16,9 @@ from introspect.report.compare import (
     compare,
     headline_table,
     model_cards,
-    render_compare,
     wide_table,
 )
+from introspect.report.compare_page import render_compare
 
 NAN = float("nan")
 COLS = ["model_id", "task", "layer_idx", "alpha", "alpha_units", "variant", "metric", "condition",

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from introspect.report.compare import compare, render_compare
+from introspect.report.compare import compare
+from introspect.report.compare_page import render_compare
 from introspect.report.sk_figures import CONTROLLED, UNCONTROLLED, coefficient_figure, lift_figure
 from introspect.tasks.selfknowledge.game_metrics import summarize_delegate
 

@@ -475,7 +475,8 @@ def test_a_dropped_one_class_truth_says_why(monkeypatch):
     """The comparison page and the Rasch score table drop a one-class judged truth; each carries
     a line naming the model and the reason, and a two-class truth gets none."""
     from introspect.report import rasch
-    from introspect.report.compare import compare, render_compare
+    from introspect.report.compare import compare
+    from introspect.report.compare_page import render_compare
 
     def summary(model: str, judge_refusals: int) -> pd.DataFrame:
         judged = [[k < 6 - judge_refusals, True] for k in range(6)]

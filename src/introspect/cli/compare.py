@@ -139,10 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     from introspect.report.compare import (
         compare,
         cross_table,
-        render_compare,
         self_other_table,
         wide_table,
     )
+    from introspect.report.compare_page import render_compare
     from introspect.report.load import jsonl_files
 
     if not any(jsonl_files(d) for d in args.dirs):

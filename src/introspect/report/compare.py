@@ -17,15 +17,11 @@ cell, and so is the steering check (metrics named ``steer*``) when the records h
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
-from plotly.subplots import make_subplots
 
 from introspect.tasks.selfknowledge.metrics import one_class_notes, without_one_class_truth
 
@@ -276,15 +272,15 @@ def cross_table(comp: Comparison) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _fmt(v: float) -> str:
+def fmt_number(v: float) -> str:
     return "" if pd.isna(v) else f"{v:.3g}"
 
 
 def cell_text(r: pd.Series) -> str:
     """``0.33 [0.10, 0.70] n=9 · L12 α16 (best of 4)`` (interval and cell where they exist)."""
-    txt = _fmt(r["value"])
+    txt = fmt_number(r["value"])
     if not (pd.isna(r["lo"]) or pd.isna(r["hi"])):
-        txt += f" [{_fmt(r['lo'])}, {_fmt(r['hi'])}]"
+        txt += f" [{fmt_number(r['lo'])}, {fmt_number(r['hi'])}]"
     txt += f" n={int(r['n'])}"
     where = []
     if not pd.isna(r["layer_idx"]):
@@ -319,131 +315,3 @@ def wide_table(comp: Comparison) -> pd.DataFrame:
     wide["_k"] = [rank[(t, v, m)] for t, v, m in zip(wide["task"], wide["variant"], wide["metric"])]
     wide = wide.sort_values("_k").drop(columns="_k")
     return wide[["task", "variant", "metric", *comp.models]].fillna("").reset_index(drop=True)
-
-
-# ---------------------------------------------------------------- figure and page
-
-
-def headline_figure(comp: Comparison) -> go.Figure | None:
-    """One forest plot per (task, variant): each model's headline estimate with its 95% CI."""
-    from plotly.colors import qualitative
-
-    h = comp.headline[comp.headline["role"].str.startswith("headline")]
-    h = h.drop_duplicates(["task", "variant", "model_id"])  # the held-out figure where there is one
-    if h.empty:
-        return None
-    keys = list(dict.fromkeys(zip(h["task"], h["variant"])))
-    keys.sort(key=lambda k: (list(HEADLINES).index(k[0]) if k[0] in HEADLINES else 99, k))
-    titles = [f"{t} · {v} · " + " / ".join(dict.fromkeys(h[(h["task"] == t) & (h["variant"] == v)]["metric"]))
-              for t, v in keys]
-    fig = make_subplots(rows=len(keys), cols=1, vertical_spacing=min(0.12, 0.5 / len(keys)),
-                        subplot_titles=titles)
-    colors = {m: qualitative.Plotly[i % 10] for i, m in enumerate(comp.models)}
-    for i, (t, v) in enumerate(keys, 1):
-        sub = h[(h["task"] == t) & (h["variant"] == v)]
-        for r in sub.itertuples():
-            lo, hi = (r.value if pd.isna(x) else x for x in (r.lo, r.hi))
-            fig.add_trace(go.Scatter(
-                x=[r.value], y=[r.model_id], mode="markers", marker=dict(size=10, color=colors.get(r.model_id)),
-                error_x=dict(type="data", symmetric=False, array=[hi - r.value], arrayminus=[r.value - lo]),
-                name=r.model_id, legendgroup=r.model_id, showlegend=i == 1,
-                hovertemplate=f"{r.model_id}<br>{r.metric}: %{{x:.3g}}<br>95% CI [{_fmt(r.lo)}, "
-                              f"{_fmt(r.hi)}]<br>n={r.n}<extra></extra>"), row=i, col=1)
-        fig.update_yaxes(categoryorder="array", categoryarray=list(comp.models)[::-1], row=i, col=1)
-    fig.update_layout(template="plotly_white", height=150 + 170 * len(keys),
-                      margin=dict(l=200, r=30, t=60, b=40), legend=dict(orientation="h", y=1.02 + 0.3 / len(keys)))
-    return fig
-
-
-def _fmt_params(v: object) -> str:
-    return "" if v is None or pd.isna(v) else f"{int(v):,}"
-
-
-def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
-    """Self-contained HTML (plotly.js inline, no CDN) of a comparison."""
-    from introspect.report.dashboard import _COUNT_PLOTS, _CSS, _ERROR_HOOK, _esc, _table
-    from introspect.tasks.selfknowledge.crosspredict import MIN_CLASS
-
-    title = title or "Introspection across models"
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    card_rows = [[r.model, r.family, _fmt_params(r.parameters),
-                  "" if pd.isna(r.layers) else int(r.layers), "" if pd.isna(r.d_model) else int(r.d_model),
-                  r.quantization, r.dtype, r.fingerprint] for r in comp.cards.itertuples()]
-    cards = _table(card_rows, ["model", "family", "parameters", "layers", "d_model",
-                               "quantization at rest", "dtype", "fingerprint"], mono={7})
-    wide = wide_table(comp)
-    table = (_table(wide.values.tolist(), list(wide.columns)) if not wide.empty
-             else '<p class="empty">No task metrics in these records.</p>')
-    fig = headline_figure(comp)
-    fig_html = fig.to_html(full_html=False, include_plotlyjs=False, div_id="plot-headline",
-                           config={"displaylogo": False, "responsive": True}) if fig else ""
-    notes = "".join(f'<p class="note">{_esc(n)}</p>' for n in comp.notes)
-    sk = "".join(
-        f'<section class="card" id="{key}"><h2>{_esc(head)}</h2>'
-        + f.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{key}",
-                    config={"displaylogo": False, "responsive": True})
-        + "".join(f'<p class="note">{_esc(n)}</p>' for n in fnotes) + "</section>"
-        for key, head, f, fnotes in comp.figures)
-    svo = self_other_table(comp)
-    svo_html = ("" if svo.empty else '<section class="card" id="self-other"><h2>Self vs other</h2>'
-                '<p class="caption">Does a model predict its <em>own</em> errors better than other models\' '
-                "on the same items? Its predictions scored against its own behaviour (own AUROC), and "
-                "own minus its mean AUROC on the other models' behaviour, on the items all of them "
-                "answered (jackknife-over-items t interval). Above 0: knowledge of one's own errors, "
-                "not only of which items are hard.</p>" + _table(svo.values.tolist(), list(svo.columns))
-                + "</section>")
-    cp = cross_table(comp)
-    cp_html = ("" if cp.empty else '<section class="card" id="cross-prediction"><h2>Cross-prediction</h2>'
-               '<p class="caption">The behaviour held fixed: does a model predict its own behaviour better '
-               "than another model's predictions do? Its AUROC on its own behaviour minus the other "
-               "model's AUROC on that same behaviour, paired by item (jackknife-over-items t interval). "
-               f"Not judged below {MIN_CLASS} items of either class.</p>"
-               + _table(cp.values.tolist(), list(cp.columns)) + "</section>")
-    from introspect.report.paper002 import reported_rows
-
-    p002 = reported_rows(comp.headline["task"].astype(str).unique()) if "task" in comp.headline else []
-    p002_html = ("" if not p002 else '<section class="card" id="paper-002"><h2>What paper 002 reports</h2>'
-                 '<p class="caption">The Self-Execution Benchmark paper\'s text accuracies (format failures '
-                 "wrong, chance 0.50) on far larger closed models: a yardstick for the text_* rows above, "
-                 "not the same conditions.</p>"
-                 + _table(p002, ["test", "model (002)", "accuracy (002)", "where", "read against"]) + "</section>")
-    n_figs = (1 if fig else 0) + len(comp.figures)
-    steer = (comp.headline["role"] == "steering").any()
-    steer_note = ("Steering-check rows (metrics named steer*) are read in the same cell."
-                  if steer else "These records carry no steering check (no steer* metric): a "
-                  "null cannot be told apart from an injection that did nothing.")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{_esc(title)}</title>
-<script>{_ERROR_HOOK}</script>
-<style>{_CSS}</style>
-{f"<script>{get_plotlyjs()}</script>" if n_figs else ""}
-</head>
-<body data-n-figures="{n_figs}" data-n-models="{len(comp.models)}"><main>
-<header><h1>{_esc(title)}</h1>
-<p class="meta">models: {_esc(", ".join(comp.models)) or "none"} · source:
-<span class="mono">{_esc(source)}</span> · generated {now}</p>
-<p class="note">Each cell: estimate [95% CI] n=trials (Wilson for rates, bootstrap for
-differences and means). For injection tasks, an “@held_out” headline is the split-half estimate
-(cell picked on half of the concepts, reported on the other half), and the rows below it are read
-in that cell; without one, the (layer, α) cell with the largest headline estimate is shown and
-“best of k” marks that post-hoc pick among k cells, whose nominal interval is optimistic.
-{_esc(steer_note)}</p>
-</header>
-<section class="card" id="cards"><h2>Models</h2>
-<p class="caption">What each model is: weights' quantization at rest matters, since a 4-bit model
-dequantized to float carries the rounding error into every activation.</p>{cards}</section>
-<section class="card" id="headline"><h2>Headline figures</h2>
-<p class="caption">Every task's headline figure per model, side by side; rows below a headline
-are read in the same cell.</p>{table}{notes}</section>
-{f'<section class="card" id="fig-0"><h2>Headline estimates with 95% CIs</h2>{fig_html}</section>' if fig else ""}
-{sk}
-{svo_html}
-{cp_html}
-{p002_html}
-<pre id="js-errors" hidden></pre>
-</main>
-<script>{_COUNT_PLOTS}</script>
-</body></html>
-"""
