@@ -150,6 +150,9 @@ def test_the_relative_bar_keeps_what_reaches_the_models_own_harmful_score(fresh,
     d, cands = D.choose(model, harmful, harmless, bar="unfiltered")  # every candidate kept: the first wins the tie
     assert d.name == "refusal-unfiltered" and d.layer == 0 and d.selection["n_passing"] == len(cands)
     assert "no induce filter" in d.selection["rule"] and d.selection["induce_bar"] is None
+    monkeypatch.setattr(D, "KL_MAX", -1.0)  # no candidate within KL: the one rule left says so
+    with pytest.raises(ValueError, match="none of the .* candidates below 1 of the depth keeps harmless answers"):
+        D.choose(model, harmful, harmless, bar="unfiltered")
 
 
 def test_a_direction_file_round_trips_and_a_wrong_one_is_one_line(fresh, tmp_path):

@@ -186,6 +186,10 @@ def choose(model: Any, harmful: Sequence[str], harmless: Sequence[str], *, seed:
         hint = ("; refusal-relative (the bar at the harmful requests' own score) would keep one"
                 if bar == "arditi" and max(ind, default=nan) > own else
                 "; refusal-unfiltered drops the induce filter" if bar != "unfiltered" else "")
+        if bar == "unfiltered":  # only the KL and depth rules can have failed
+            raise ValueError(f"no refusal direction passes the selection: none of the {len(out)} candidates "
+                             f"below {DEPTH_MAX:g} of the depth keeps harmless answers within KL {KL_MAX} "
+                             f"(lowest {min(kls, default=nan):.3f})")
         raise ValueError(f"no refusal direction passes the selection: of {len(out)} candidates "
                          f"{sum(k <= KL_MAX for k in kls)} keep harmless answers within KL {KL_MAX} "
                          f"(lowest {min(kls, default=nan):.3f}) and none of those induces refusal (highest "
