@@ -237,10 +237,22 @@ def test_resume_gives_the_same_adapter(tiny_dir, mp, tmp_path, monkeypatch):
 
 def test_bad_config_is_one_line():
     for kw, msg in ((dict(steps=0), "steps"), (dict(heldout_frac=1.0), "heldout_frac"), (dict(lr=float("nan")), "lr"),
-                    (dict(teammate_accuracy=(1.5,)), "teammate_accuracy"), (dict(ops="/"), "ops")):
+                    (dict(teammate_accuracy=(1.5,)), "teammate_accuracy"), (dict(ops="/"), "ops"),
+                    (dict(digits=(2, 1)), "digits"), (dict(terms=(0, 2)), "terms"), (dict(digits=1.5), "digits")):
         with pytest.raises(TrainDataError, match=msg) as e:
             tiny_cfg(**kw)
         assert "\n" not in str(e.value)
+    cfg = tiny_cfg(digits=(1, 2), terms=3)  # a range is drawn per item and survives the record
+    assert K.SelfKnowConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+def test_the_cli_reads_a_knob_range():
+    from experiments import train_selfknow as T
+
+    args = T.build_parser().parse_args(["--digits", "1-2", "--terms", "3"])
+    assert (args.digits, args.terms) == ((1, 2), 3)
+    with pytest.raises(SystemExit):
+        T.build_parser().parse_args(["--digits", "one"])
 
 
 def test_cli_one_line_errors_then_trains_and_prints_the_evaluation(tiny_dir, mp, tmp_path, capsys):

@@ -336,6 +336,21 @@ def test_difficulty_agents_over_seeds(few_resamples):
     assert false_beyond <= MAX_FALSE
 
 
+@pytest.mark.calibration
+def test_knob_matched_pairs_over_seeds():
+    """The knob-matched row over 40 seeds (its interval is a cluster bootstrap, so at its full
+    1000 resamples): the knob agent (difficulty and prediction both from the knobs) and the null
+    read chance on matched pairs, and their intervals cover 0.5 in all but a few; the oracle's
+    lies above 0.5 in most of 10."""
+    matched = "logit_pair_accuracy_knob_matched"
+    false = {k: sum(_excludes(_read("difficulty", k, seed).loc[matched]) for seed in range(SEEDS))
+             for k in ("knob", "null")}
+    found = sum(_read("difficulty", "oracle", seed).loc[matched, "lo"] > 0.5 for seed in range(10))
+    print(f"knob-matched pairs over {SEEDS} seeds: knob agent excludes 0.5 in {false['knob']}, "
+          f"null in {false['null']}; oracle found in {found} of 10")
+    assert max(false.values()) <= MAX_FALSE and found >= 8
+
+
 def test_difficulty_length_baseline_catches_a_shorter_is_harder_agent():
     """The length baseline is fitted out of group, in either direction: a fixed "longer is
     harder" rule read 0.083 [0.050, 0.119] here beside the agent's 0.917, so a pure length

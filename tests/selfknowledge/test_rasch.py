@@ -273,6 +273,21 @@ def test_rasch_cli_tables_files_and_errors(tmp_path, capsys):
     assert not (tmp_path / "m1" / "rasch_abilities.csv").exists()  # nothing half-written
 
 
+def test_self_minus_other_is_one_row_per_other_model_marked_same_base_and_gated():
+    """Never averaged over models: m1's adapter gets one row against m1 (its own base, marked
+    same_base) and one against m2; a pair with 10 shared items is "not judged" (one class short)."""
+    recs = (_delegate_records("m1", 0.8, 1, 80) + _delegate_records("m2", 0.2, 2, 80)
+            + [Record(**{**r.to_dict(), "model_id": "m1+lora-ab12cd34", "trial_id": "a" + r.trial_id})
+               for r in _delegate_records("m1", 0.8, 3, 80)])
+    svo = self_vs_other(_flat(recs))
+    d = svo[(svo.metric == "self_minus_other") & (svo.predictor == "m1+lora-ab12cd34")].set_index("behaviour")
+    assert sorted(d.index) == ["m1", "m2"] and "others" not in set(svo.behaviour)
+    assert d.loc["m1", "same_base"] and not d.loc["m2", "same_base"] and (d["note"] == "").all()
+    few = self_vs_other(_flat(_delegate_records("m1", 0.8, 1, 10) + _delegate_records("m2", 0.2, 2, 10)))
+    row = few[few.metric == "self_minus_other"].iloc[0]
+    assert np.isnan(row.value) and row.n == 10 and row.note.count("not judged") >= 1 and "fewer than 10" in row.note
+
+
 def test_self_vs_other_never_pairs_questions_of_two_pool_settings():
     """Calibrated pools: each model's pool is drawn at its own knob setting with the same ids, so
     "q3" at d1t2 and "q3" at d2t2 are different questions; only items of one setting pair up."""
@@ -308,6 +323,9 @@ def test_compare_cli_shows_self_vs_other_without_ability_records(tmp_path, capsy
     gap = cross[cross.metric == "self_minus_predictor"].set_index("behaviour")
     assert (gap["lo"] > 0).all() and gap["note"].isna().all() and (gap["n"] == 80).all()
     assert "cross-prediction" in text and "cross_prediction.csv" in text and 'id="cross-prediction"' in html
+    matched = pd.read_csv(tmp_path / "res" / "matched_rate.csv")  # each read at the other's delegation rate
+    assert set(matched["reference"]) == set(matched["model_id"]) == {"m1", "m2"} and len(matched) == 4
+    assert "matched delegation rates" in text and 'id="matched-rate"' in html
 
 
 def test_ability_task_answers_an_independent_file(tiny_model, tmp_path):

@@ -8,7 +8,9 @@ them), and writes one self-contained HTML page (plotly inline, opens offline) pl
 headline table as CSV beside it (``compare.csv``), and, where self-knowledge tasks of several
 models share items, self vs other (``self_vs_other.csv``; no ability records needed) and
 cross-prediction, each model's behaviour held fixed and scored by every model's predictions
-(``cross_prediction.csv``; rows below 10 items of a class say "not judged"). With
+(``cross_prediction.csv``; rows below 10 items of a class say "not judged"), and, for the
+Delegate Game, each model's lift when it delegates the share another model delegated
+(``matched_rate.csv``; below 20 kept items "not judged"). With
 ``--adapter DIR``, task A of the adapted model minus its base model, paired by concept on the
 words both ran (``vs_base.csv``, printed and on the page); with several adapters of one recipe
 (the same config, base model and word files; one adapter per seed), how many trainings clear 0,
@@ -139,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     from introspect.report.compare import (
         compare,
         cross_table,
+        matched_table,
         self_other_table,
         wide_table,
     )
@@ -194,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     cross = cross_table(comp)
     if not cross.empty:
         atomic_write_text(out.with_name("cross_prediction.csv"), comp.cross.to_csv(index=False))
+    matched = matched_table(comp)
+    if not matched.empty:
+        atomic_write_text(out.with_name("matched_rate.csv"), comp.matched.to_csv(index=False))
     if vb:
         atomic_write_text(out.with_name("vs_base.csv"), pd.DataFrame(vb + pooled).to_csv(index=False))
     if ab:
@@ -208,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         if not cross.empty:
             print("\ncross-prediction (behaviour held fixed: own AUROC minus the predictor's, paired by item):")
             print(cross.to_string(index=False))
+        if not matched.empty:
+            print("\nDelegate Game lift at matched delegation rates (each model delegates the reference's share by P(T)):")
+            print(matched.to_string(index=False))
         if vb:
             print("\nadapted − base model, task A, paired by concept:")
             print("\n".join(vs_base_lines(vb)))
@@ -219,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join([*replication_lines(pooled), *not_pooled]))
     also = f", {out.with_name('self_vs_other.csv')}" if not svo.empty else ""
     also += f", {out.with_name('cross_prediction.csv')}" if not cross.empty else ""
+    also += f", {out.with_name('matched_rate.csv')}" if not matched.empty else ""
     also += f", {out.with_name('vs_base.csv')}" if vb else ""
     also += f", {out.with_name('ablation.csv')}" if ab else ""
     print(f"wrote {out} and {csv_path}{also} ({len(comp.models)} models)")

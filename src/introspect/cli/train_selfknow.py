@@ -39,6 +39,15 @@ from introspect.cli.common import command
 from introspect.cli.train_cli import Parser, check_out, lora_layer, run
 
 
+def knob(text: str) -> int | tuple[int, int]:
+    """An arithmetic knob: ``N`` or ``LO-HI`` (a range drawn per item, as ``pool.Knobs`` takes)."""
+    try:
+        lo, _, hi = text.partition("-")
+        return (int(lo), int(hi)) if hi else int(lo)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number (2) or a range LO-HI (1-2)") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     from introspect.train.selfknow_data import SelfKnowConfig
 
@@ -63,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--heldout-frac", type=float, default=d.heldout_frac, help="share of the graded items held out")
     a("--history-len", type=int, default=d.history_len, help="phase-1 questions per game prompt (evaluate with the same)")
     a("--no-calibrate", action="store_true", help="keep --digits/--terms/--ops instead of walking to accuracy ~0.5")
-    a("--digits", type=int, default=d.digits)
-    a("--terms", type=int, default=d.terms)
+    a("--digits", type=knob, default=d.digits, metavar="N|LO-HI", help="digits per number (LO-HI: drawn per item)")
+    a("--terms", type=knob, default=d.terms, metavar="N|LO-HI", help="numbers per item (LO-HI: drawn per item)")
     a("--ops", default=d.ops)
     a("--replay-prompts", type=int, default=d.replay_prompts, help="neutral questions replayed (0 = none)")
     a("--decision-weight", type=float, default=d.decision_weight, help="loss weight of a game reply's first token")

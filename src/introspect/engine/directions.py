@@ -135,6 +135,28 @@ def candidate_directions(model: Any, harmful: Sequence[str], harmless: Sequence[
 BARS = ("arditi", "relative", "unfiltered")
 
 
+def _no_direction(out: list[Candidate], bar: str, floor: float, own: float) -> str:
+    """The one-line reason no candidate passed ``bar``'s selection, naming the departure that
+    would keep one: the unfiltered rule can only fail on KL or depth, the others also on induce."""
+    nan = float("nan")
+    kls = [c.kl for c in out if c.kl == c.kl]
+    ind = [c.induce for c in out if c.induce == c.induce]
+    head = "no refusal direction passes the selection: "
+    if bar == "unfiltered":
+        return (f"{head}none of the {len(out)} candidates below {DEPTH_MAX:g} of the depth keeps harmless "
+                f"answers within KL {KL_MAX} (lowest {min(kls, default=nan):.3f})")
+    if bar == "arditi" and max(ind, default=nan) > own:
+        hint = "; refusal-relative (the bar at the harmful requests' own score) would keep one"
+    else:
+        hint = "; refusal-unfiltered drops the induce filter"
+    who = "Arditi's" if bar == "arditi" else f"the {bar}"
+    return (f"{head}of {len(out)} candidates {sum(k <= KL_MAX for k in kls)} keep harmless answers within KL "
+            f"{KL_MAX} (lowest {min(kls, default=nan):.3f}) and none of those induces refusal (highest refusal "
+            f"log-odds {max(ind, default=nan):.2f}, needs > {floor:.2f}; the harmful validation requests "
+            f"themselves score {own:.2f}): {who} selection finds no refusal direction in this model on these "
+            f"requests{hint}")
+
+
 def choose(model: Any, harmful: Sequence[str], harmless: Sequence[str], *, seed: int = 0,
            layers: Sequence[int] | None = None, data: dict[str, Any] | None = None,
            bar: str = "arditi") -> tuple[Direction, list[Candidate]]:
@@ -152,9 +174,9 @@ def choose(model: Any, harmful: Sequence[str], harmless: Sequence[str], *, seed:
     own = float(refusal_scores(model, hv).mean())  # how far the model's own refusals reach on this scale
     floor = {"arditi": 0.0, "relative": own, "unfiltered": -math.inf}[bar]
     n_layers = int(model.cfg.n_layers)
+    nan = float("nan")
     out: list[Candidate] = []
     best: tuple[float, int, int] | None = None
-    nan = float("nan")
     for li, layer in enumerate(layers):
         for pi, pos in enumerate(positions):
             raw = diff[li, pi]
@@ -180,22 +202,7 @@ def choose(model: Any, harmful: Sequence[str], harmless: Sequence[str], *, seed:
             if c.passes(n_layers, floor)[0] and (best is None or bypass < best[0]):
                 best = (bypass, li, pi)
     if best is None:
-        kls = [c.kl for c in out if c.kl == c.kl]
-        ind = [c.induce for c in out if c.induce == c.induce]
-        who = "Arditi's" if bar == "arditi" else f"the {bar}"
-        hint = ("; refusal-relative (the bar at the harmful requests' own score) would keep one"
-                if bar == "arditi" and max(ind, default=nan) > own else
-                "; refusal-unfiltered drops the induce filter" if bar != "unfiltered" else "")
-        if bar == "unfiltered":  # only the KL and depth rules can have failed
-            raise ValueError(f"no refusal direction passes the selection: none of the {len(out)} candidates "
-                             f"below {DEPTH_MAX:g} of the depth keeps harmless answers within KL {KL_MAX} "
-                             f"(lowest {min(kls, default=nan):.3f})")
-        raise ValueError(f"no refusal direction passes the selection: of {len(out)} candidates "
-                         f"{sum(k <= KL_MAX for k in kls)} keep harmless answers within KL {KL_MAX} "
-                         f"(lowest {min(kls, default=nan):.3f}) and none of those induces refusal (highest "
-                         f"refusal log-odds {max(ind, default=nan):.2f}, needs > {floor:.2f}; the harmful validation "
-                         f"requests themselves score {own:.2f}): {who} "
-                         f"selection finds no refusal direction in this model on these requests{hint}")
+        raise ValueError(_no_direction(out, bar, floor, own))
     _, li, pi = best
     raw = diff[li, pi]
     base_b = float(refusal_scores(model, bv).mean())

@@ -5,7 +5,7 @@ opposite, one number per task and model with its interval, next to what each mod
 model-card row: family, parameters, layers, d_model, quantization at rest, dtype), because a
 null on a 4-bit 135M model and one on a 0.5B model mean different things. Pure functions: the
 caller loads records (``load_results`` / ``load_headers`` over several model folders) and gets a
-``Comparison`` and its HTML back; writing files is the CLI's job.
+``Comparison`` back (its HTML: ``report.compare_page.render_compare``); writing files is the CLI's job.
 
 Injection tasks run a grid of (layer, α) cells. Where the records carry a split-half estimate
 (``<metric>@held_out``: the cell picked on half of the concepts, reported on the other half),
@@ -85,6 +85,7 @@ class Comparison:
     figures: tuple = ()  # 003's Delegate Game figures: (id, title, figure, notes), report.sk_figures
     self_other: pd.DataFrame | None = None  # crossmodel.self_vs_other's rows, when records were given
     cross: pd.DataFrame | None = None  # crosspredict.cross_prediction's rows, when records were given
+    matched: pd.DataFrame | None = None  # matched_rate.matched_rate's rows (Delegate Game), when records were given
 
 
 # ---------------------------------------------------------------- model cards
@@ -218,7 +219,8 @@ def compare(summary: pd.DataFrame, headers: pd.DataFrame, records: pd.DataFrame 
     ``records`` themselves, also self vs other (each model's predictions scored on every other
     model's behaviour on shared items: ``tasks.selfknowledge.crossmodel.self_vs_other``) and
     cross-prediction (each model's behaviour scored by every model's predictions:
-    ``tasks.selfknowledge.crosspredict.cross_prediction``)."""
+    ``tasks.selfknowledge.crosspredict.cross_prediction``) and the Delegate Game's lift at matched
+    delegation rates (``tasks.selfknowledge.matched_rate``)."""
     headline = headline_table(summary)
     seb_rows, seb_notes = seb_mean_rows(summary)
     if seb_rows:
@@ -232,29 +234,36 @@ def compare(summary: pd.DataFrame, headers: pd.DataFrame, records: pd.DataFrame 
     notes = (*one_class_notes(summary), *seb_notes,
              *(["seb_mean_accuracy is 002's self-execution score (chance 0.5): the unweighted mean of the "
                 "three tests' logit accuracies, without an interval (read each test's beside it)"] if seb_rows else []))
-    svo = cross = None
+    svo = cross = matched = None
     if records is not None and len(records):
         from introspect.tasks.selfknowledge.crossmodel import self_vs_other
         from introspect.tasks.selfknowledge.crosspredict import cross_prediction
+        from introspect.tasks.selfknowledge.matched_rate import matched_rate
 
-        svo, cross = self_vs_other(records), cross_prediction(records)
+        svo, cross, matched = self_vs_other(records), cross_prediction(records), matched_rate(records)
     return Comparison(cards.reset_index(drop=True), headline, order, notes,
-                      tuple(delegate_figures(summary, list(order))), svo, cross)
+                      tuple(delegate_figures(summary, list(order))), svo, cross, matched)
 
 
 def self_other_table(comp: Comparison) -> pd.DataFrame:
-    """Per task and predicting model: its AUROC on its own behaviour, and own minus others' (with
-    the jackknife interval over items) where more than one model answered the same items."""
+    """Per task and predicting model: its AUROC on its own behaviour, and per other model its own
+    minus that other's (the jackknife interval over items), "not judged" and why below the class
+    gate, marked where the other shares the predictor's base model (about 0 by construction)."""
     s = comp.self_other
+    cols = ["task", "predictor", "metric", "value"]
     if s is None or s.empty:
-        return pd.DataFrame(columns=["task", "predictor", "metric", "value"])
-    keep = s[(s["metric"] == "self_minus_other") | ((s["metric"] == "auroc") & s["self"])]
-    rows = [{"task": r.task, "predictor": r.predictor,
-             "metric": "own AUROC" if r.metric == "auroc" else "self − other (AUROC)",
-             "value": cell_text(pd.Series({"value": r.value, "lo": r.lo, "hi": r.hi, "n": r.n, "layer_idx": np.nan,
-                                           "alpha": np.nan, "metric": r.metric, "role": "", "n_cells": 1}))}
-            for r in keep.itertuples() if np.isfinite(r.value)]
-    return pd.DataFrame(rows, columns=["task", "predictor", "metric", "value"])
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for r in s[(s["metric"] == "self_minus_other") | ((s["metric"] == "auroc") & s["self"])].itertuples():
+        note = str(r.note) if isinstance(r.note, str) else ""
+        if not note and not np.isfinite(r.value):
+            continue
+        metric = "own AUROC" if r.metric == "auroc" else (
+            f"self − other (AUROC) vs {r.behaviour}{' (same base model)' if r.same_base else ''}")
+        rows.append({"task": r.task, "predictor": r.predictor, "metric": metric, "value": note or cell_text(pd.Series({
+            "value": r.value, "lo": r.lo, "hi": r.hi, "n": r.n, "layer_idx": np.nan, "alpha": np.nan,
+            "metric": r.metric, "role": "", "n_cells": 1}))})
+    return pd.DataFrame(rows, columns=cols)
 
 
 def cross_table(comp: Comparison) -> pd.DataFrame:
@@ -269,6 +278,21 @@ def cross_table(comp: Comparison) -> pd.DataFrame:
                  "value": r.value, "lo": r.lo, "hi": r.hi, "n": r.n, "layer_idx": np.nan, "alpha": np.nan,
                  "metric": r.metric, "role": "", "n_cells": 1}))}
             for r in s[s["metric"] == "self_minus_predictor"].itertuples()]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def matched_table(comp: Comparison) -> pd.DataFrame:
+    """Per Delegate Game variant and reference rate: each model's selection lift when it delegates
+    that share of its items by P(T), or "not judged" and why (too few kept)."""
+    s = comp.matched
+    cols = ["variant", "rate of", "rate", "model", "kept", "lift at that rate"]
+    if s is None or s.empty:
+        return pd.DataFrame(columns=cols)
+    rows = [{"variant": r.variant, "rate of": r.reference, "rate": f"{r.rate:.2f}", "model": r.model_id,
+             "kept": int(r.kept), cols[5]: r.note if isinstance(r.note, str) and r.note else cell_text(pd.Series({
+                 "value": r.value, "lo": r.lo, "hi": r.hi, "n": r.n, "layer_idx": np.nan, "alpha": np.nan,
+                 "metric": r.metric, "role": "", "n_cells": 1}))}
+            for r in s.itertuples()]
     return pd.DataFrame(rows, columns=cols)
 
 

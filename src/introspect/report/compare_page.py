@@ -10,7 +10,6 @@ import datetime as _dt
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from introspect.report.compare import (
@@ -18,6 +17,7 @@ from introspect.report.compare import (
     Comparison,
     cross_table,
     fmt_number,
+    matched_table,
     self_other_table,
     wide_table,
 )
@@ -60,8 +60,9 @@ def _fmt_params(v: object) -> str:
 
 def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
     """Self-contained HTML (plotly.js inline, no CDN) of a comparison."""
-    from introspect.report.dashboard import _COUNT_PLOTS, _CSS, _ERROR_HOOK, _esc, _table
+    from introspect.report.dashboard import _COUNT_PLOTS, _esc, _table, page_head
     from introspect.tasks.selfknowledge.crosspredict import MIN_CLASS
+    from introspect.tasks.selfknowledge.matched_rate import MIN_KEPT
 
     title = title or "Introspection across models"
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -83,42 +84,42 @@ def render_compare(comp: Comparison, title: str = "", source: str = "") -> str:
                     config={"displaylogo": False, "responsive": True})
         + "".join(f'<p class="note">{_esc(n)}</p>' for n in fnotes) + "</section>"
         for key, head, f, fnotes in comp.figures)
-    svo = self_other_table(comp)
-    svo_html = ("" if svo.empty else '<section class="card" id="self-other"><h2>Self vs other</h2>'
-                '<p class="caption">Does a model predict its <em>own</em> errors better than other models\' '
-                "on the same items? Its predictions scored against its own behaviour (own AUROC), and "
-                "own minus its mean AUROC on the other models' behaviour, on the items all of them "
-                "answered (jackknife-over-items t interval). Above 0: knowledge of one's own errors, "
-                "not only of which items are hard.</p>" + _table(svo.values.tolist(), list(svo.columns))
-                + "</section>")
-    cp = cross_table(comp)
-    cp_html = ("" if cp.empty else '<section class="card" id="cross-prediction"><h2>Cross-prediction</h2>'
-               '<p class="caption">The behaviour held fixed: does a model predict its own behaviour better '
-               "than another model's predictions do? Its AUROC on its own behaviour minus the other "
-               "model's AUROC on that same behaviour, paired by item (jackknife-over-items t interval). "
-               f"Not judged below {MIN_CLASS} items of either class.</p>"
-               + _table(cp.values.tolist(), list(cp.columns)) + "</section>")
+    def section(key: str, head: str, caption: str, rows: list, cols: list) -> str:
+        """A table card, or nothing when the table is empty."""
+        return "" if not rows else (f'<section class="card" id="{key}"><h2>{head}</h2><p class="caption">{caption}</p>'
+                                    + _table(rows, cols) + "</section>")
+
+    svo, cp, mr = self_other_table(comp), cross_table(comp), matched_table(comp)
+    svo_html = section("self-other", "Self vs other", "The predictor held fixed (a labelled reading: "
+                       "cross-prediction, below, is the test): a model's predictions scored against its own "
+                       "behaviour (own AUROC), and own minus its AUROC on each other model's behaviour, on the "
+                       "items both answered (jackknife-over-items t interval), never averaged over models. "
+                       "Against a model of the same base the behaviours nearly coincide and the difference is "
+                       f"about 0 by construction. Not judged below {MIN_CLASS} items of either class in either "
+                       "behaviour.", svo.values.tolist(), list(svo.columns))
+    cp_html = section("cross-prediction", "Cross-prediction", "The behaviour held fixed: does a model predict "
+                      "its own behaviour better than another model's predictions do? Its AUROC on its own "
+                      "behaviour minus the other model's AUROC on that same behaviour, paired by item "
+                      f"(jackknife-over-items t interval). Not judged below {MIN_CLASS} items of either class.",
+                      cp.values.tolist(), list(cp.columns))
+    mr_html = section("matched-rate", "Lift at a matched delegation rate", "Every model of a game variant "
+                      "delegates the same share of its items, those of highest P(T), as the reference model "
+                      "did: its baseline accuracy on the items it keeps minus on all (Jeffreys interval). A "
+                      "control that delegates nearly everything is read here at the adapter's rate. Not judged "
+                      f"below {MIN_KEPT} kept items.", mr.values.tolist(), list(mr.columns))
     from introspect.report.paper002 import reported_rows
 
     p002 = reported_rows(comp.headline["task"].astype(str).unique()) if "task" in comp.headline else []
-    p002_html = ("" if not p002 else '<section class="card" id="paper-002"><h2>What paper 002 reports</h2>'
-                 '<p class="caption">The Self-Execution Benchmark paper\'s text accuracies (format failures '
-                 "wrong, chance 0.50) on far larger closed models: a yardstick for the text_* rows above, "
-                 "not the same conditions.</p>"
-                 + _table(p002, ["test", "model (002)", "accuracy (002)", "where", "read against"]) + "</section>")
+    p002_html = section("paper-002", "What paper 002 reports", "The Self-Execution Benchmark paper's text "
+                        "accuracies (format failures wrong, chance 0.50) on far larger closed models: a "
+                        "yardstick for the text_* rows above, not the same conditions.", p002,
+                        ["test", "model (002)", "accuracy (002)", "where", "read against"])
     n_figs = (1 if fig else 0) + len(comp.figures)
     steer = (comp.headline["role"] == "steering").any()
     steer_note = ("Steering-check rows (metrics named steer*) are read in the same cell."
                   if steer else "These records carry no steering check (no steer* metric): a "
                   "null cannot be told apart from an injection that did nothing.")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{_esc(title)}</title>
-<script>{_ERROR_HOOK}</script>
-<style>{_CSS}</style>
-{f"<script>{get_plotlyjs()}</script>" if n_figs else ""}
-</head>
+    return f"""{page_head(title, bool(n_figs))}
 <body data-n-figures="{n_figs}" data-n-models="{len(comp.models)}"><main>
 <header><h1>{_esc(title)}</h1>
 <p class="meta">models: {_esc(", ".join(comp.models)) or "none"} · source:
@@ -140,6 +141,7 @@ are read in the same cell.</p>{table}{notes}</section>
 {sk}
 {svo_html}
 {cp_html}
+{mr_html}
 {p002_html}
 <pre id="js-errors" hidden></pre>
 </main>

@@ -120,6 +120,20 @@ def _esc(v: Any) -> str:
     return html.escape(str(v))
 
 
+def page_head(title: str, plotly: bool) -> str:
+    """A self-contained page's opening up to ``<body>``: meta, title, the JS error hook, the
+    style sheet, and plotly.js inline (no CDN: the page opens offline) when it has figures."""
+    js = f"<script>{get_plotlyjs()}</script>" if plotly else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_esc(title)}</title>
+<script>{_ERROR_HOOK}</script>
+<style>{_CSS}</style>
+{js}
+</head>"""
+
+
 def _table(rows: list[list[Any]], head: list[str], mono: set[int] = frozenset()) -> str:
     th = "".join(f"<th>{_esc(h)}</th>" for h in head)
     body = "".join(
@@ -242,18 +256,10 @@ def render_dashboard(df: pd.DataFrame, headers: pd.DataFrame, title: str = "",
     figs = "".join(_figure_html(p, i) for i, p in enumerate(panels)) or (
         '<section class="card"><p class="empty">No figures: no trial records with metrics.</p>'
         "</section>")
-    plotly_js = f"<script>{get_plotlyjs()}</script>" if panels else ""
     cells = detection_table(summary)
     if cells:
         toc = '<li><a href="#cells">Task A · every cell with its steering check</a></li>' + toc
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{_esc(title)}</title>
-<script>{_ERROR_HOOK}</script>
-<style>{_CSS}</style>
-{plotly_js}
-</head>
+    return f"""{page_head(title, bool(panels))}
 <body data-n-figures="{len(panels)}"><main>
 <header><h1>{_esc(title)}</h1>
 <p class="meta">{len(df)} trials · models: {_esc(", ".join(models)) or "none"} ·

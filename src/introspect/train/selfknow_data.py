@@ -70,8 +70,8 @@ class SelfKnowConfig:
     history_len: int = 10  # phase-1 questions in every game prompt (evaluate with the same)
     teammate_accuracy: tuple[float, ...] = (0.3, 0.5, 0.7)  # drawn per step
     calibrate: bool = True  # walk pool.LADDER to the setting with base accuracy closest to 0.5
-    digits: int = 2  # the arithmetic setting (the walk's start when calibrate)
-    terms: int = 2
+    digits: int | tuple[int, int] = 2  # the arithmetic setting (the walk's start when calibrate); (lo, hi): drawn per item
+    terms: int | tuple[int, int] = 2
     ops: str = "+-"
     calibration_n: int = 40
     replay_prompts: int = 16  # neutral questions of train_words.yaml replayed in train.replay's shapes (0: none)
@@ -85,10 +85,15 @@ class SelfKnowConfig:
     def __post_init__(self) -> None:
         bad = []
         for name in ("steps", "batch_size", "rank", "checkpoint_every", "replay_tokens", "n_items",
-                     "history_len", "calibration_n", "digits", "terms"):
+                     "history_len", "calibration_n"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 bad.append(f"{name} must be an integer >= 1, got {v!r}")
+        for name in ("digits", "terms"):  # one setting, or a (lo, hi) range drawn per item
+            v = getattr(self, name)
+            ok = [v] if not isinstance(v, tuple) else list(v) if len(v) == 2 and v[0] <= v[1] else []
+            if not ok or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in ok):
+                bad.append(f"{name} must be an integer >= 1 or a range (lo, hi) with 1 <= lo <= hi, got {v!r}")
         for name in ("replay_prompts", "check", "warmup"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:

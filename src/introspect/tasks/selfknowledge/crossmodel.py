@@ -11,6 +11,7 @@ self-knowledge truths used, so that no ability item is one of them.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,41 @@ from introspect.tasks.fewshot import split_variant
 from introspect.tasks.selfknowledge.rows import g, isnum, lists, num, with_source
 
 ITEM_COLUMNS = ["model_id", "item", "task", "y", "weight"]
-SVO_COLUMNS = ["task", "predictor", "behaviour", "self", "metric", "value", "lo", "hi", "n", "p"]
+SVO_COLUMNS = ["task", "predictor", "behaviour", "self", "metric", "value", "lo", "hi", "n", "p",
+               "same_base", "note"]
+MIN_CLASS = 10  # items of each class a behaviour needs before an AUROC on it is judged
+NOT_JUDGED = "not judged"
+
+
+@dataclass(frozen=True)
+class Classes:
+    """Items of a behaviour with a positive draw and with a negative draw (an item of several
+    draws can count in both: the item, not the draw, is the unit the interval resamples). An
+    AUROC over a handful of one class says little and its interval is wide or undefined, so a
+    reading needs ``MIN_CLASS`` of each, else it is "not judged"."""
+
+    positives: int
+    negatives: int
+
+    @classmethod
+    def of(cls, draws: list[list]) -> Classes:
+        seen = [[float(x) >= 0.5 for x in d if x is not None and np.isfinite(float(x))] for d in draws]
+        return cls(sum(any(s) for s in seen), sum(not all(s) for s in seen if s))
+
+    @property
+    def judged(self) -> bool:
+        return min(self.positives, self.negatives) >= MIN_CLASS
+
+    @property
+    def note(self) -> str:
+        """Empty when judged, else why not."""
+        return "" if self.judged else (f"{NOT_JUDGED}: {self.positives} positive, {self.negatives} "
+                                       f"negative items: fewer than {MIN_CLASS} of a class")
+
+
+def base_of(model_id: object) -> str:
+    """The base model of a run's model id: an adapter's id is its base's name and ``+lora-…``."""
+    return str(model_id).split("+", 1)[0]
 
 
 def ability_reading(df: pd.DataFrame) -> str:
@@ -214,26 +249,39 @@ def auroc_difference(first: tuple[np.ndarray, list], rest: list[tuple[np.ndarray
 
 
 def _self_minus_other(own: pd.DataFrame, beh: dict[tuple[str, str], list], me: str,
-                      others: list[str]) -> tuple[tuple[float, float, float], int]:
-    """AUROC of ``me``'s predictions against its own behaviour minus their mean AUROC against each
-    other model's, on the items every one of them answered (``auroc_difference``: both AUROCs
-    share the predictions). Returns (estimate, lo, hi) and the number of items."""
-    keys = [k for k in own["key"] if all((m, k) in beh for m in (me, *others))]
+                      other: str) -> tuple[tuple[float, float, float], int, str]:
+    """AUROC of ``me``'s predictions against its own behaviour minus against ``other``'s, on the
+    items both answered (``auroc_difference``: both AUROCs share the predictions). Returns
+    (estimate, lo, hi), the number of items and why it is not judged ("" when it is): each
+    behaviour needs ``MIN_CLASS`` items of each class there."""
+    keys = [k for k in own["key"] if (me, k) in beh and (other, k) in beh]
     if not keys:
-        return (np.nan, np.nan, np.nan), 0
+        return (np.nan, np.nan, np.nan), 0, f"{NOT_JUDGED}: no item both answered"
+    why = [f"{m}: {c.note}" for m in (me, other) if not (c := Classes.of([beh[(m, k)] for k in keys])).judged]
+    if why:
+        return (np.nan, np.nan, np.nan), len(keys), "; ".join(why)
     p = own.set_index("key").loc[keys, "p"].to_numpy(float)
-    draws = {m: [beh[(m, k)] for k in keys] for m in (me, *others)}
-    return auroc_difference((p, draws[me]), [(p, draws[m]) for m in others]), len(keys)
+    draws = {m: [beh[(m, k)] for k in keys] for m in (me, other)}
+    return auroc_difference((p, draws[me]), [(p, draws[other])]), len(keys), ""
 
 
 def self_vs_other(df: pd.DataFrame) -> pd.DataFrame:
     """AUROC of model M's predictions against model N's behaviour on the items both saw, for
-    every ordered pair (M, N) and task; ``self`` marks M == N. Rows ``self_minus_other`` give
-    M's own AUROC minus its mean AUROC on the other models, on the items all of them answered,
-    with a jackknife-over-items t interval (NaN with one model); rows
-    ``spearman_graded`` rank-correlate M's predictions with N's graded behaviour (share of
-    positive draws; 1 − P(correct) in the game), with Spearman's p."""
+    every ordered pair (M, N) and task; ``self`` marks M == N. Rows ``self_minus_other`` give,
+    per other model N, M's AUROC on its own behaviour minus on N's, on the items both answered,
+    with a jackknife-over-items t interval; "not judged" (NaN, ``note``) below ``MIN_CLASS``
+    items of a class in either behaviour. Never averaged over models: ``same_base`` marks an N
+    of M's own base model (an adapter and its base), whose errors nearly coincide with M's, so
+    that its difference is about 0 by construction. Rows ``spearman_graded`` rank-correlate M's
+    predictions with N's graded behaviour (share of positive draws; 1 − P(correct) in the
+    game), with Spearman's p. The behaviour-fixed reading is ``crosspredict.cross_prediction``."""
     rows: list[dict] = []
+
+    def out(task: str, mp: str, mb: str, metric: str, est: tuple, n: int, p: float = np.nan, note: str = "") -> None:
+        rows.append({"task": task, "predictor": mp, "behaviour": mb, "self": mp == mb and metric != "self_minus_other",
+                     "metric": metric, "value": est[0], "lo": est[1], "hi": est[2], "n": n, "p": p,
+                     "same_base": base_of(mp) == base_of(mb), "note": note})
+
     for task, s in _by_task(_item_source(df)):
         if task not in ("delegate", "seb-association", "seb-restriction", "seb-difficulty"):
             continue
@@ -248,21 +296,16 @@ def self_vs_other(df: pd.DataFrame) -> pd.DataFrame:
                 sub = own.set_index("key").loc[keys] if keys else own.iloc[:0].set_index("key")
                 est, n_rows = clustered_auroc(sub["p"].to_numpy(float), [beh[(mb, k)] for k in keys], keys)
                 aucs[mb] = est[0]
-                rows.append({"task": task, "predictor": mp, "behaviour": mb, "self": mp == mb,
-                             "metric": "auroc", "value": est[0], "lo": est[1], "hi": est[2],
-                             "n": n_rows, "p": np.nan})
+                out(task, mp, mb, "auroc", est, n_rows)
                 gk = [k for k in own["key"] if (mb, k) in graded]
                 if len(gk) > 2:
                     pv = own.set_index("key").loc[gk, "p"].to_numpy(float)
                     gv = np.array([graded[(mb, k)] for k in gk])
                     rho, pval = spearmanr(pv, gv) if np.ptp(pv) > 0 and np.ptp(gv) > 0 else (np.nan, np.nan)
-                    rows.append({"task": task, "predictor": mp, "behaviour": mb, "self": mp == mb,
-                                 "metric": "spearman_graded", "value": float(rho), "lo": np.nan,
-                                 "hi": np.nan, "n": len(gk), "p": float(pval)})
-            others = [k for k, v in aucs.items() if k != mp and np.isfinite(v)]
-            est, n_items = _self_minus_other(own, beh, mp, others) if others and np.isfinite(aucs.get(mp, np.nan)) \
-                else ((np.nan, np.nan, np.nan), 0)
-            rows.append({"task": task, "predictor": mp, "behaviour": "others", "self": False,
-                         "metric": "self_minus_other", "value": est[0], "lo": est[1], "hi": est[2],
-                         "n": n_items, "p": np.nan})
+                    out(task, mp, mb, "spearman_graded", (float(rho), np.nan, np.nan), len(gk), float(pval))
+            if not np.isfinite(aucs.get(mp, np.nan)):
+                continue
+            for mb in (m for m, v in aucs.items() if m != mp and np.isfinite(v)):
+                est, n_items, note = _self_minus_other(own, beh, mp, mb)
+                out(task, mp, mb, "self_minus_other", est, n_items, note=note)
     return pd.DataFrame(rows, columns=SVO_COLUMNS)

@@ -5,23 +5,25 @@ scored on; for two models of one base (an adapter and its base model) the behavi
 coincide and that difference is about 0 by construction. Here model B's behaviour is held fixed
 and the predictor changes: B's own predictions against every other model's readings of the same
 items, AUROC(B predicts B) − AUROC(P predicts B), paired by item. Above 0: B predicts its own
-behaviour better than P's predictions do, what privileged access would show. Unlike Binder et
-al., P is not trained on B's behaviour: P's readings are its predictions of its own behaviour,
-so P stands for "a model's sense of these items", a weaker rival than a trained one.
+behaviour better than P's predictions do, what privileged access would show. P is either a
+model trained on B's behaviour on other items (Binder et al.'s rival: ``train-selfknow
+--truth-from``), or any model whose readings are its predictions of its own behaviour, which
+stands for "a model's sense of these items", a weaker rival than a trained one.
 
 An AUROC over a handful of one class says little and its interval is wide or undefined, so every
 row needs ``MIN_CLASS`` items of each class in B's behaviour on the items it compares; below that
-the row is "not judged" (value NaN) and its ``note`` says why.
+the row is "not judged" (value NaN) and its ``note`` says why (``crossmodel.Classes``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
-from introspect.tasks.selfknowledge.crossmodel import (
+from introspect.tasks.selfknowledge.crossmodel import (  # noqa: F401 (MIN_CLASS: the gate's size, read here)
+    MIN_CLASS,
+    NOT_JUDGED,
+    Classes,
     _behaviour,
     _by_task,
     _item_source,
@@ -30,35 +32,9 @@ from introspect.tasks.selfknowledge.crossmodel import (
     clustered_auroc,
 )
 
-MIN_CLASS = 10  # items of each class in B's behaviour that a row needs
 TASKS = ("delegate", "seb-association", "seb-restriction", "seb-difficulty")
 CP_COLUMNS = ["task", "behaviour", "predictor", "self", "metric", "value", "lo", "hi", "n",
               "positives", "negatives", "note"]
-NOT_JUDGED = "not judged"
-
-
-@dataclass(frozen=True)
-class Classes:
-    """Items of B's behaviour with a positive draw and with a negative draw (an item of several
-    draws can count in both: the item, not the draw, is the unit the interval resamples)."""
-
-    positives: int
-    negatives: int
-
-    @classmethod
-    def of(cls, draws: list[list]) -> Classes:
-        seen = [[float(x) >= 0.5 for x in d if x is not None and np.isfinite(float(x))] for d in draws]
-        return cls(sum(any(s) for s in seen), sum(not all(s) for s in seen if s))
-
-    @property
-    def judged(self) -> bool:
-        return min(self.positives, self.negatives) >= MIN_CLASS
-
-    @property
-    def note(self) -> str:
-        """Empty when judged, else why not."""
-        return "" if self.judged else (f"{NOT_JUDGED}: {self.positives} positive, {self.negatives} "
-                                       f"negative items: fewer than {MIN_CLASS} of a class")
 
 
 def _row(task: str, b: str, p: str, metric: str, est: tuple[float, float, float], n: int,

@@ -180,27 +180,30 @@ def execute_difficulty(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Rec
     nothing. Draws are seeded per question and budgets are calibrated on fixed prompts, so the
     chunking changes a record only by the float rounding of another batch composition."""
     trials = list(trials)
-    for start in range(0, len(trials), CHUNK):
-        yield from _execute_chunk(ctx, trials[start:start + CHUNK])
-
-
-def _execute_chunk(ctx: RunContext, trials: Sequence[Trial]) -> Iterator[Record]:
     if not trials:
         return
     items = _source(ctx)[1]
-    groups = [[items[i] for i in t.param("qids")] for t in trials]
     pre = RANK_PREFILL if _opt(ctx, "prefill", False) else None
-    p1 = _rank_prompts(ctx, groups, pre)
+    # budgets once per run, on fixed calibration prompts: every chunk decodes with the same ones
     cal = [[items[i] for i in t.param("qids")] for t in plan_difficulty(ctx)[:N_CALIBRATION]]
     rt = calibrated_budget(ctx, "rank_tokens", _rank_prompts(ctx, cal, pre), 16, 96)
+    at = calibrated_budget(ctx, "answer_tokens", _answer_prompts(ctx, list(items.values())[:N_CALIBRATION]),
+                           32, 256, sampled=True)
+    for start in range(0, len(trials), CHUNK):
+        yield from _execute_chunk(ctx, trials[start:start + CHUNK], items, pre, rt, at)
+
+
+def _execute_chunk(ctx: RunContext, trials: Sequence[Trial], items: dict, pre: str | None,
+                   rt: Any, at: Any) -> Iterator[Record]:
+    """One chunk of groups: rankings, pair decisions and K answer draws, then their records."""
+    groups = [[items[i] for i in t.param("qids")] for t in trials]
+    p1 = _rank_prompts(ctx, groups, pre)
     g1 = greedy(ctx, p1, rt)
     pair_convs = [user(PAIR.format(a=shown(g[a]), b=shown(g[b])), prefill=PREFILL)
                   for g in groups for i, j in PAIRS for a, b in ((i, j), (j, i))]
     dec, _ = decisions(ctx, rendered(ctx, pair_convs, "difficulty-pair"), letter_ids(ctx.model.tokenizer, "AB"), 1)
     flat = list(dict.fromkeys(q.id for g in groups for q in g))
     by_id = {q.id: q for g in groups for q in g}
-    cal = list(items.values())[:N_CALIBRATION]  # the same calibration questions in every batch
-    at = calibrated_budget(ctx, "answer_tokens", _answer_prompts(ctx, cal), 32, 256, sampled=True)
     ap = _answer_prompts(ctx, [by_id[i] for i in flat])
     answers = dict(zip(flat, draws(ctx, ap, [f"seb-difficulty:{i}" for i in flat], at)))
     aprompt = dict(zip(flat, ap))

@@ -70,8 +70,10 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
             for k, (i, j) in enumerate([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)][:len(tr)]):
                 if not isnum(tr[k]):
                     continue
-                if kb and kb[i] is not None and list(kb[i]) == list(kb[j]) and isnum(ph[k]):
-                    matched.append(0.5 if tr[k] == 0.5 else float((float(ph[k]) >= 0.5) == (tr[k] == 1)))
+                # the logit reading's credit on this pair, as ``pair_credit``: ½ for a true tie
+                credit = np.nan if not isnum(ph[k]) else 0.5 if tr[k] == 0.5 else float((float(ph[k]) >= 0.5) == (tr[k] == 1))
+                if kb and kb[i] is not None and list(kb[i]) == list(kb[j]) and np.isfinite(credit):
+                    matched.append(credit)
                     matched_c.append(gi)
                 if tr[k] != 0.5 and isnum(ph[k]):
                     P.append(float(ph[k]))
@@ -80,8 +82,7 @@ def summarize_seb_difficulty(df: pd.DataFrame) -> pd.DataFrame:
                 if ql:  # does "the longer question is harder" get this pair right
                     surf.append(0.5 if tr[k] == 0.5 or ql[i] == ql[j] else float((ql[i] > ql[j]) == (tr[k] == 1)))
                     surf_c.append(gi)
-                    logit_k.append(np.nan if not isnum(ph[k]) else 0.5 if tr[k] == 0.5
-                                   else float((float(ph[k]) >= 0.5) == (tr[k] == 1)))  # as ``pair_credit``
+                    logit_k.append(credit)
             firstA += [x for pr in pab for x in pr if isnum(x)]
         if P:
             p, y, c = np.array(P), np.array(T), np.array(C)
