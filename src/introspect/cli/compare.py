@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     with pd.option_context("display.max_colwidth", 60, "display.width", 200):
         print(table.to_string(index=False) if not table.empty else "(no task metrics)")
         if not svo.empty:
-            print("\nself vs other (own AUROC; own minus the other models' on shared items):")
+            print("\nself vs other (own AUROC; own minus each other model's on the items both answered):")
             print(svo.to_string(index=False))
         if not cross.empty:
             print("\ncross-prediction (behaviour held fixed: own AUROC minus the predictor's, paired by item):")

@@ -1,12 +1,12 @@
-"""Train a self-knowledge LoRA: the Delegate Game's positive control (issue 29, item 5b).
+"""Train a self-knowledge LoRA: the Delegate Game's positive control.
 
 The adapter learns, P(IK)-style, to reply T (delegate) in the Delegate Game on the training items
 the base model gets wrong and its own answer on those it gets right; the control (``shuffle``)
 learns from the same rows with those labels permuted across the training items. Why this is a
 positive control: only the first adapter has been shown which items are its errors, so on
 held-out items (never in a training row, not even in a phase 1) only it should delegate its own
-errors, a delegation lift and self > other that the unchanged task must recover, with the
-control's intervals covering 0. The truth on held-out items is measured by the task on each
+errors, a delegation lift that the unchanged task must recover, with the control's lift at the
+same delegation rate covering 0 (``tasks.selfknowledge.matched_rate``). The truth on held-out items is measured by the task on each
 adapted model itself; replay rows (the base model's own answers to the baseline prompts of the
 training items and to neutral questions, learned as its distributions by KL) keep that truth
 close to the base model's.
