@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -245,6 +246,12 @@ def compare(summary: pd.DataFrame, headers: pd.DataFrame, records: pd.DataFrame 
                       tuple(delegate_figures(summary, list(order))), svo, cross, matched)
 
 
+def _row_text(r: Any) -> str:
+    """``cell_text`` of a self-knowledge table row (value, lo, hi, n, metric): no (layer, α) cell."""
+    return cell_text(pd.Series({"value": r.value, "lo": r.lo, "hi": r.hi, "n": r.n, "layer_idx": np.nan,
+                                "alpha": np.nan, "metric": r.metric, "role": "", "n_cells": 1}))
+
+
 def self_other_table(comp: Comparison) -> pd.DataFrame:
     """Per task and predicting model: its AUROC on its own behaviour, and per other model its own
     minus that other's (the jackknife interval over items), "not judged" and why below the class
@@ -260,9 +267,7 @@ def self_other_table(comp: Comparison) -> pd.DataFrame:
             continue
         metric = "own AUROC" if r.metric == "auroc" else (
             f"self − other (AUROC) vs {r.behaviour}{' (same base model)' if r.same_base else ''}")
-        rows.append({"task": r.task, "predictor": r.predictor, "metric": metric, "value": note or cell_text(pd.Series({
-            "value": r.value, "lo": r.lo, "hi": r.hi, "n": r.n, "layer_idx": np.nan, "alpha": np.nan,
-            "metric": r.metric, "role": "", "n_cells": 1}))})
+        rows.append({"task": r.task, "predictor": r.predictor, "metric": metric, "value": note or _row_text(r)})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -274,9 +279,7 @@ def cross_table(comp: Comparison) -> pd.DataFrame:
     if s is None or s.empty:
         return pd.DataFrame(columns=cols)
     rows = [{"task": r.task, "behaviour": r.behaviour, "predictor": r.predictor,
-             cols[3]: r.note if r.note else cell_text(pd.Series({
-                 "value": r.value, "lo": r.lo, "hi": r.hi, "n": r.n, "layer_idx": np.nan, "alpha": np.nan,
-                 "metric": r.metric, "role": "", "n_cells": 1}))}
+             cols[3]: r.note if r.note else _row_text(r)}
             for r in s[s["metric"] == "self_minus_predictor"].itertuples()]
     return pd.DataFrame(rows, columns=cols)
 
@@ -289,9 +292,7 @@ def matched_table(comp: Comparison) -> pd.DataFrame:
     if s is None or s.empty:
         return pd.DataFrame(columns=cols)
     rows = [{"variant": r.variant, "rate of": r.reference, "rate": f"{r.rate:.2f}", "model": r.model_id,
-             "kept": int(r.kept), cols[5]: r.note if isinstance(r.note, str) and r.note else cell_text(pd.Series({
-                 "value": r.value, "lo": r.lo, "hi": r.hi, "n": r.n, "layer_idx": np.nan, "alpha": np.nan,
-                 "metric": r.metric, "role": "", "n_cells": 1}))}
+             "kept": int(r.kept), cols[5]: r.note if isinstance(r.note, str) and r.note else _row_text(r)}
             for r in s.itertuples()]
     return pd.DataFrame(rows, columns=cols)
 
