@@ -238,7 +238,8 @@ def test_resume_gives_the_same_adapter(tiny_dir, mp, tmp_path, monkeypatch):
 def test_bad_config_is_one_line():
     for kw, msg in ((dict(steps=0), "steps"), (dict(heldout_frac=1.0), "heldout_frac"), (dict(lr=float("nan")), "lr"),
                     (dict(teammate_accuracy=(1.5,)), "teammate_accuracy"), (dict(ops="/"), "ops"),
-                    (dict(digits=(2, 1)), "digits"), (dict(terms=(0, 2)), "terms"), (dict(digits=1.5), "digits")):
+                    (dict(digits=(2, 1)), "digits"), (dict(terms=(0, 2)), "terms"), (dict(digits=1.5), "digits"),
+                    (dict(terms=("2", 3)), "terms"), (dict(digits=(1, 2, 3)), "digits")):
         with pytest.raises(TrainDataError, match=msg) as e:
             tiny_cfg(**kw)
         assert "\n" not in str(e.value)

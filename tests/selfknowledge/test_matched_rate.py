@@ -78,3 +78,20 @@ def test_lift_at_a_matched_rate_covers_zero_for_a_blind_p_delegate():
             cover.append(lo <= 0 <= hi)
         print(f"lift at matched rate, null coverage at {n} items, rate {rate}: {np.mean(cover):.3f}")
         assert 0.93 <= np.mean(cover) <= 0.99, (n, rate, np.mean(cover))
+
+
+def test_a_model_that_played_other_questions_under_the_same_variant_name_is_marked():
+    """Two question files of one name share a variant: the rate is still read, and the row says
+    the questions differ from the reference's (keys equal, answers not)."""
+    wrong = np.arange(60) % 3 == 0
+    p = np.linspace(0, 1, 60)
+    d = _game({"a": (wrong, p, p > 0.5), "b": (wrong, p, p > 0.7), "c": (wrong, p, p > 0.7)})
+    d["grade.answer"] = [str(q % 60 + (1000 if m == "c" else 0)) for m, q in zip(d["model_id"], range(len(d)))]
+    out = matched_rate(d).set_index(["reference", "model_id"])
+    assert out.loc[("a", "b"), "same_items"] and out.loc[("a", "a"), "same_items"]
+    assert not out.loc[("a", "c"), "same_items"] and not out.loc[("c", "b"), "same_items"]
+    from introspect.report.compare import Comparison, matched_table
+
+    t = matched_table(Comparison(pd.DataFrame(), pd.DataFrame(), ("a", "b", "c"), matched=matched_rate(d)))
+    assert set(t[(t["rate of"] == "a") & (t["model"] == "c")]["questions"]) == {"other ones"}
+    assert set(t[(t["rate of"] == "a") & (t["model"] == "b")]["questions"]) == {"the reference's"}

@@ -136,7 +136,7 @@ class ShardJob(submitit.helpers.Checkpointable):
 
 def merge(out: Path) -> None:
     """Write ``<out>``'s summary and dashboard from every shard's records."""
-    from introspect.cli.settings import report
+    from introspect.cli.run_report import report
 
     report(Path(out), [])
 

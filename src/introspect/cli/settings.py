@@ -29,6 +29,7 @@ from introspect.cli.common import (
     quiet_hf,
     save_weights,
 )
+from introspect.cli.run_report import report
 from introspect.tasks.base import ConfigError, TaskConfig
 
 __all__ = ["USER_ERRORS", "Parser", "build_parser", "check_settings", "expand_tasks", "load_settings", "main",
@@ -39,7 +40,6 @@ KEYS = ("models", "tasks", "layers", "layers_grid", "alphas", "alpha_units", "n_
         "n_trials", "seed", "max_new_tokens", "batch_size", "variant", "options", "words_file", "vectors_file",
         "out", "temperature", "top_p", "top_k", "n_samples", "reproducible")
 CORE_TASKS = ("A", "B", "C", "D")
-MAX_ROWS = 60  # headline rows printed at the end of a run (every metric goes to summary.csv)
 _INT_KEYS = ("layers_grid", "n_concepts", "n_trials", "seed", "max_new_tokens", "batch_size", "top_k", "n_samples")
 _FLOAT_KEYS = ("temperature", "top_p")
 # Counts that must be positive in a settings file (batch_size may also be ``auto``).
@@ -361,42 +361,6 @@ def run_settings(s: dict[str, Any], *, shard: tuple[int, int] | None = None, pro
         release()  # the next model gets the GPU memory back
     report(out, summaries)
     return 0
-
-
-def report(out: Path, summaries: list) -> None:
-    """Print the metrics table and output paths; write summary CSV/JSON and the dashboard."""
-    try:
-        from introspect.report import load_results, summarize, write_dashboard, write_summary
-    except ImportError:  # report module unavailable: counts above are the summary
-        summarize = None
-    if summarize is not None and out.is_dir() and any(out.rglob("*.jsonl")):
-        table = summarize(load_results(out))
-        if not table.empty:
-            import pandas as pd
-
-            from introspect.report.compare import headline_table
-
-            # The headline figures (best cell per task and variant, the rest of that cell beside
-            # it), then each task's verdict with its power line: what a reader needs first.
-            head = headline_table(table)
-            cols = ["model_id", "task", "variant", "metric", "role", "value", "lo", "hi", "n",
-                    "layer_idx", "alpha"]
-            shown = head[cols].head(MAX_ROWS) if not head.empty else table.head(MAX_ROWS)
-            with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
-                print("\n" + shown.to_string(index=False))
-            for r in table[table["metric"] == "verdict"].itertuples():
-                print(f"\nverdict · {r.model_id} · task {r.task}: {r.note or r.condition}")
-            print(f"\n{len(table)} metric rows in summary.csv (headline rows above)")
-        csv_path, json_path = write_summary(out, table)  # summarising takes seconds: once, shared
-        dash = write_dashboard(out, summary=table)
-        print(f"\nsummary: {csv_path} {json_path}\ndashboard: {dash}")
-        if "model_id" in table and table["model_id"].nunique() > 1:  # several models: side by side too
-            from introspect.cli import compare
-
-            compare.main([str(out)])
-    for s in summaries:
-        for task, path in s.files.items():
-            print(f"results {task}: {path}")
 
 
 def save_orthogonalized(args: argparse.Namespace) -> int:

@@ -286,13 +286,15 @@ def cross_table(comp: Comparison) -> pd.DataFrame:
 
 def matched_table(comp: Comparison) -> pd.DataFrame:
     """Per Delegate Game variant and reference rate: each model's selection lift when it delegates
-    that share of its items by P(T), or "not judged" and why (too few kept)."""
+    that share of its items by P(T), or "not judged" and why (too few kept); "questions" says
+    whether it played the reference's questions or other ones under the same variant name."""
     s = comp.matched
-    cols = ["variant", "rate of", "rate", "model", "kept", "lift at that rate"]
+    cols = ["variant", "rate of", "rate", "model", "questions", "kept", "lift at that rate"]
     if s is None or s.empty:
         return pd.DataFrame(columns=cols)
     rows = [{"variant": r.variant, "rate of": r.reference, "rate": f"{r.rate:.2f}", "model": r.model_id,
-             "kept": int(r.kept), cols[5]: r.note if isinstance(r.note, str) and r.note else _row_text(r)}
+             "questions": "the reference's" if r.same_items else "other ones", "kept": int(r.kept),
+             cols[6]: r.note if isinstance(r.note, str) and r.note else _row_text(r)}
             for r in s.itertuples()]
     return pd.DataFrame(rows, columns=cols)
 

@@ -91,8 +91,9 @@ class SelfKnowConfig:
                 bad.append(f"{name} must be an integer >= 1, got {v!r}")
         for name in ("digits", "terms"):  # one setting, or a (lo, hi) range drawn per item
             v = getattr(self, name)
-            ok = [v] if not isinstance(v, tuple) else list(v) if len(v) == 2 and v[0] <= v[1] else []
-            if not ok or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in ok):
+            ok = list(v) if isinstance(v, tuple) and len(v) == 2 else [] if isinstance(v, tuple) else [v]
+            if (not ok or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in ok)
+                    or ok[0] > ok[-1]):
                 bad.append(f"{name} must be an integer >= 1 or a range (lo, hi) with 1 <= lo <= hi, got {v!r}")
         for name in ("replay_prompts", "check", "warmup"):
             v = getattr(self, name)

@@ -8,7 +8,9 @@ turn): it delegates its round(r·n) items of highest P(T) and keeps the rest, an
 lift is its baseline accuracy on the kept items minus on all of them (``accuracy_lift`` on the
 baseline answers, Jeffreys interval over the cells). A lift needs ``MIN_KEPT`` kept items and
 one delegated, else it is "not judged" and says why. Ties in P(T) at the cut are broken by
-the item key, a fixed order unrelated to the model's errors.
+the item key, a fixed order unrelated to the model's errors. ``same_items`` says whether the
+model played the reference's questions (keys and answers equal): two question files of one name
+share a variant, and the rate, a share, then reads other items.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ import pandas as pd
 
 from introspect.tasks.selfknowledge.crossmodel import NOT_JUDGED, _game_keys, _item_source
 from introspect.tasks.selfknowledge.game_metrics import accuracy_lift
-from introspect.tasks.selfknowledge.rows import b, num
+from introspect.tasks.selfknowledge.rows import b, g, num
 
 MIN_KEPT = 20  # kept items a lift needs: with fewer, its interval reads the few items, not the selection
-MR_COLUMNS = ["variant", "reference", "model_id", "rate", "delegated", "kept", "metric", "value", "lo",
-              "hi", "n", "note"]
+MR_COLUMNS = ["variant", "reference", "model_id", "rate", "delegated", "kept", "same_items", "metric", "value",
+              "lo", "hi", "n", "note"]
 
 
 def lift_at_rate(p_delegate: np.ndarray, base_ok: np.ndarray, keys: list[str], rate: float
@@ -58,6 +60,7 @@ def matched_rate(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=MR_COLUMNS)
     for variant, s in d.groupby("variant", sort=True):
         models = {str(m): t.reset_index(drop=True) for m, t in s.groupby("model_id", sort=True)}
+        items = {m: set(zip(_game_keys(t), map(str, g(t, "answer", "")))) for m, t in models.items()}
         for ref, t in models.items():
             deleg = b(t, "delegated")
             if not deleg.any():
@@ -66,6 +69,6 @@ def matched_rate(df: pd.DataFrame) -> pd.DataFrame:
             for m, u in models.items():
                 est, k, kept, why = lift_at_rate(num(u, "p_delegate"), b(u, "baseline_correct"), _game_keys(u), rate)
                 rows.append({"variant": variant, "reference": ref, "model_id": m, "rate": rate, "delegated": k,
-                             "kept": kept, "metric": "lift_at_matched_rate", "value": est[0], "lo": est[1],
+                             "kept": kept, "same_items": items[m] == items[ref], "metric": "lift_at_matched_rate", "value": est[0], "lo": est[1],
                              "hi": est[2], "n": k + kept, "note": why})
     return pd.DataFrame(rows, columns=MR_COLUMNS)
